@@ -1,0 +1,30 @@
+# DataFarm: `make demo` runs the main job, `make test` runs the tests; both set up what they need.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+export PREFECT_SERVER_ANALYTICS_ENABLED := false
+export LITELLM_LOCAL_MODEL_COST_MAP := True
+export HF_HUB_OFFLINE := 1
+export HF_DATASETS_OFFLINE := 1
+
+.PHONY: setup demo test test-fast bench doctor clean
+
+setup:
+	@bash scripts/setup.sh
+
+demo: setup
+	$(VENV)/bin/datafarm sim show --output out/demo
+
+test: setup
+	$(PY) -m pytest
+
+test-fast: setup
+	$(PY) -m pytest -m "not slow"
+
+bench: setup
+	$(PY) benchmarks/rig_speed.py
+
+doctor: setup
+	$(VENV)/bin/datafarm doctor
+
+clean:
+	rm -rf out .pytest_cache
