@@ -1,0 +1,85 @@
+"""`datafarm doctor`: are the prerequisites here? Each check says how to fix what is missing."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+SETUP_HINT = "run `make setup` (as root for system packages)"
+
+# Distribution -> the version prefix the project is verified with (shared/STACK.md).
+VERIFIED_PACKAGES = {
+    "sapien": "3.0",
+    "lerobot": "0.6",
+    "torch": "2.11",
+    "prefect": "3.9",
+    "pydantic": "2.",
+    "litellm": "1.",
+    "diffusers": "0.42",
+    "piper_sdk": "0.6",
+    "python-can": "4.",
+}
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+def check_python() -> Check:
+    version = ".".join(map(str, sys.version_info[:3]))
+    return Check("python >= 3.12", sys.version_info >= (3, 12), version, "install python3.12, then " + SETUP_HINT)
+
+
+def check_command(command: str, package: str) -> Check:
+    path = shutil.which(command)
+    return Check(command, path is not None, path or "not on PATH", f"apt-get install {package}, or {SETUP_HINT}")
+
+
+def check_vulkan() -> Check:
+    """Ask SAPIEN for a render device in a child process (a failing driver can abort the process)."""
+    probe = "import sapien; sapien.Scene(); print(sapien.render.get_device_summary().splitlines()[0])"
+    fix = "install Mesa >= 25 lavapipe from bookworm-backports: " + SETUP_HINT
+    try:
+        result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        return Check("vulkan device (SAPIEN)", False, "probe timed out", fix)
+    if result.returncode != 0:
+        lines = (result.stderr or result.stdout).strip().splitlines()
+        return Check("vulkan device (SAPIEN)", False, lines[-1] if lines else f"exit {result.returncode}", fix)
+    return Check("vulkan device (SAPIEN)", True, result.stdout.strip() or "ok")
+
+
+def check_package(distribution: str, prefix: str) -> Check:
+    try:
+        version = importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return Check(distribution, False, "not installed", SETUP_HINT)
+    ok = version.startswith(prefix)
+    return Check(distribution, ok, version, "" if ok else f"verified with {prefix}*: {SETUP_HINT}")
+
+
+def check_writable(directory: Path) -> Check:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=directory):
+            pass
+    except OSError as error:
+        return Check(f"writable {directory}", False, str(error), "choose another --workspace or fix permissions")
+    return Check(f"writable {directory}", True, str(directory))
+
+
+def run_checks(workspace: Path | None = None) -> list[Check]:
+    checks = [check_python(), check_command("ffmpeg", "ffmpeg"), check_command("bwrap", "bubblewrap"), check_vulkan()]
+    checks += [check_package(name, prefix) for name, prefix in VERIFIED_PACKAGES.items()]
+    checks.append(check_writable(workspace or Path(os.environ.get("DATAFARM_HOME", Path.cwd()))))
+    return checks
