@@ -93,8 +93,9 @@ class ArmIK:
                 reasons.add("did not converge")
                 continue
             q6 = self._wrap_towards(np.asarray(q[:6], dtype=float), seed)
-            if np.any(q6 < self.lower - 1e-6) or np.any(q6 > self.upper + 1e-6):
-                reasons.add("solutions break joint limits")
+            beyond = np.flatnonzero((q6 < self.lower - 1e-6) | (q6 > self.upper + 1e-6))
+            if beyond.size:
+                reasons.add("solutions break the limits of " + "/".join(f"joint{i + 1}" for i in beyond))
                 continue
             q6 = np.clip(q6, self.lower, self.upper)
             reached = self.fk(q6)

@@ -115,6 +115,8 @@ class DualArmRig:
         self.control_dt = 1.0 / config.timing.control_hz
         self.sim_dt = 1.0 / config.timing.sim_hz
         self.step_count = 0
+        # Called after every physics substep (fixtures that integrate impulses, perturbations).
+        self.substep_hooks: list = []
 
     # ----- construction -------------------------------------------------------------------------
     @classmethod
@@ -185,15 +187,21 @@ class DualArmRig:
         target, clipped = self.clip_action(action)
         if clipped:
             log.warning("action clipped to joint limits at %s", ", ".join(clipped))
-        for _ in range(self.config.timing.substeps):
+        substeps = self.config.timing.substeps
+        # Spread the move evenly over the control period (a constant rate, not a jump then a hold:
+        # pulsed targets make the arm buzz, and a buzzing gripper lets objects slip).
+        deltas = {side: np.clip((target[arm_slice(side)] - self.arms[side].drive_target) / substeps,
+                                -self.arms[side].max_velocity * self.sim_dt, self.arms[side].max_velocity * self.sim_dt)
+                  for side in SIDES}
+        for _ in range(substeps):
             for side in SIDES:
                 arm = self.arms[side]
-                max_delta = arm.max_velocity * self.sim_dt
-                delta = np.clip(target[arm_slice(side)] - arm.drive_target, -max_delta, max_delta)
-                arm.command(arm.drive_target + delta, delta / self.sim_dt)
+                arm.command(arm.drive_target + deltas[side], deltas[side] / self.sim_dt)
                 # Gravity and Coriolis compensation, as the real arm's firmware does.
                 arm.articulation.set_qf(arm.articulation.compute_passive_force(True, True))
             self.scene.step()
+            for hook in self.substep_hooks:
+                hook()
         self.step_count += 1
         return StepReport(target=target, clipped=clipped)
 
