@@ -1,0 +1,1 @@
+"""Scenes of task packages: the declarative spec, its SAPIEN builder, and fixtures."""

@@ -1,0 +1,134 @@
+"""Declarative scene spec of a task package (scene.yaml): what is on the table and how it varies.
+
+Positions are in the world frame (see configs/rig/dual_piper.yaml: the table top is at z = table
+height, the arms face +y). An object's z is not given: it rests on its `support` (the table, or the
+top of another object). Ranges are [low, high] offsets added to the nominal value per episode.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+RGBA = tuple[float, float, float, float]
+Range = tuple[float, float]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PoseRandomization(_Strict):
+    x: Range = (0.0, 0.0)
+    y: Range = (0.0, 0.0)
+    yaw: Range = (0.0, 0.0)  # rad
+    scale: Range = (1.0, 1.0)  # uniform size factor
+
+
+class _Placed(_Strict):
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    xy: tuple[float, float]
+    yaw: float = 0.0
+    support: str = "table"
+    randomize: PoseRandomization = PoseRandomization()
+
+
+class BoxGeometry(_Strict):
+    shape: Literal["box"] = "box"
+    half_size: tuple[float, float, float]
+
+
+class SphereGeometry(_Strict):
+    shape: Literal["sphere"] = "sphere"
+    radius: float = Field(gt=0)
+
+
+class CylinderGeometry(_Strict):
+    shape: Literal["cylinder"] = "cylinder"  # upright, axis along z
+    radius: float = Field(gt=0)
+    height: float = Field(gt=0)
+
+
+class CupGeometry(_Strict):
+    """Open-topped cup: a bottom disc and a ring of wall staves (an exact convex decomposition)."""
+
+    shape: Literal["cup"] = "cup"
+    radius: float = Field(gt=0, description="outer radius, m")
+    height: float = Field(gt=0)
+    wall: float = Field(0.004, gt=0)
+    staves: int = Field(16, ge=8)
+
+
+class MeshGeometry(_Strict):
+    """A mesh file (relative to the task package); collision by convex decomposition (coacd)."""
+
+    shape: Literal["mesh"] = "mesh"
+    file: str
+    scale: float = 1.0
+    coacd_threshold: float = 0.05
+
+
+Geometry = Annotated[Union[BoxGeometry, SphereGeometry, CylinderGeometry, CupGeometry, MeshGeometry],
+                     Field(discriminator="shape")]
+
+
+class ObjectSpec(_Placed):
+    """A rigid object."""
+
+    geometry: Geometry
+    mass: float = Field(gt=0)
+    friction: float = Field(1.0, ge=0)
+    color: RGBA = (0.8, 0.2, 0.2, 1.0)
+    static: bool = False
+
+
+class FixtureSpec(_Placed):
+    """A built piece of furniture or equipment (drawer cabinet, scale, drum, towel, ...).
+
+    `kind` names a builder in datafarm.scene.fixtures; `params` are that builder's own settings.
+    """
+
+    kind: str
+    params: dict[str, Any] = {}
+    footprint_radius: float = Field(0.1, gt=0, description="keeps randomized objects this far away")
+
+
+class TableSurface(_Strict):
+    color: RGBA = (0.48, 0.48, 0.5, 1.0)
+    friction: float = 1.0
+
+
+class SceneSpec(_Strict):
+    table: TableSurface = TableSurface()
+    objects: list[ObjectSpec] = []
+    fixtures: list[FixtureSpec] = []
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SceneSpec:
+        names = [o.name for o in self.objects] + [f.name for f in self.fixtures]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"scene names must be unique; repeated: {duplicates}")
+        known = {"table", *names}
+        for item in [*self.objects, *self.fixtures]:
+            if item.support not in known:
+                raise ValueError(f"{item.name}: support {item.support!r} is not in the scene; known: {sorted(known)}")
+        return self
+
+    def item(self, name: str) -> ObjectSpec | FixtureSpec:
+        for item in [*self.objects, *self.fixtures]:
+            if item.name == name:
+                return item
+        raise KeyError(f"no object or fixture {name!r}; the scene has {[i.name for i in [*self.objects, *self.fixtures]]}")
+
+
+def load_scene_spec(path: str | Path) -> SceneSpec:
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        raise ValueError(f"{path}: not valid YAML ({error})") from error
+    return SceneSpec.model_validate(data or {})

@@ -1,0 +1,113 @@
+"""The environment an expert acts in: the rig, the built scene, the trace, limits and perturbations.
+
+Everything moves through `step(action)`: it steps the rig (recording cameras when a recorder is
+attached), appends the trace row, applies any scheduled perturbation, and enforces the episode's
+step limit. The expert reads privileged simulator state (object poses, fixture states) from here.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+
+from datafarm.scene.builder import BuiltScene, SceneObject
+from datafarm.scene.fixtures import Fixture
+from datafarm.sim.recorder import EpisodeRecorder
+from datafarm.sim.rig import DualArmRig, StepReport
+from datafarm.sim.spaces import SIDES, arm_slice
+from datafarm.task.trace import TraceRecorder
+
+log = logging.getLogger(__name__)
+
+
+class EpisodeTimeout(RuntimeError):
+    """The episode ran past its simulated-time or wall-clock limit."""
+
+
+@dataclass(frozen=True)
+class Perturbation:
+    """An arm displaced mid-episode: at `at_step`, `side`'s joints are pushed by `offset` (rad)."""
+
+    at_step: int
+    side: str
+    offset: tuple[float, ...]
+
+
+class TaskEnv:
+    def __init__(self, rig: DualArmRig, scene: BuiltScene, max_steps: int,
+                 recorder: EpisodeRecorder | None = None, perturbations: list[Perturbation] | None = None):
+        self.rig = rig
+        self.scene = scene
+        self.max_steps = max_steps
+        self.recorder = recorder
+        self.perturbations = sorted(perturbations or [], key=lambda p: p.at_step)
+        self.trace = TraceRecorder()
+        for fixture in scene.fixtures.values():
+            rig.substep_hooks.append(fixture.after_substep)
+
+    # ----- what the expert may read ------------------------------------------------------------
+    def object(self, name: str) -> SceneObject:
+        if name not in self.scene.objects:
+            raise KeyError(f"no object {name!r}; the scene has {sorted(self.scene.objects)}")
+        return self.scene.objects[name]
+
+    def fixture(self, name: str) -> Fixture:
+        if name not in self.scene.fixtures:
+            raise KeyError(f"no fixture {name!r}; the scene has {sorted(self.scene.fixtures)}")
+        return self.scene.fixtures[name]
+
+    @property
+    def time(self) -> float:
+        return self.rig.time
+
+    def contacts_between(self, names_a: set[str], names_b: set[str]) -> float:
+        """Total contact impulse (N s, last substep) between entities named in the two sets."""
+        total = 0.0
+        for contact in self.rig.scene.get_contacts():
+            first, second = (body.entity.name for body in contact.bodies)
+            if (first in names_a and second in names_b) or (first in names_b and second in names_a):
+                total += sum(float(np.linalg.norm(point.impulse)) for point in contact.points)
+        return total
+
+    def note(self, kind: str, **details) -> None:
+        """Add an event (skill failure, recovery, ...) to the trace."""
+        self.trace.events.append({"t": round(self.time, 4), "kind": kind, **details})
+
+    # ----- acting ----------------------------------------------------------------------------------
+    def step(self, action) -> StepReport:
+        if self.rig.step_count >= self.max_steps:
+            raise EpisodeTimeout(f"episode reached its limit of {self.max_steps} steps "
+                                 f"({self.max_steps * self.rig.control_dt:.1f} s simulated)")
+        while self.perturbations and self.perturbations[0].at_step <= self.rig.step_count:
+            self._apply(self.perturbations.pop(0))
+        report = self.recorder.record(action) if self.recorder else self.rig.step(action)
+        self._record_row()
+        return report
+
+    def record_initial_state(self) -> None:
+        self._record_row()
+
+    def _record_row(self) -> None:
+        self.trace.append(
+            self.rig.time, self.rig.qpos(), np.stack([self.rig.tcp_pose(s)[:3, 3] for s in SIDES]),
+            {name: obj.pose() for name, obj in self.scene.objects.items()},
+            {name: fixture.state() for name, fixture in self.scene.fixtures.items()},
+        )
+
+    def _apply(self, perturbation: Perturbation) -> None:
+        arm = self.rig.arms[perturbation.side]
+        state = arm.qpos()
+        state[:6] = np.clip(state[:6] + np.asarray(perturbation.offset), arm.lower[:6], arm.upper[:6])
+        q = arm.to_joint_targets(state)
+        arm.articulation.set_qpos(q)  # displaced; the drive target stays, so the arm is pulled back
+        self.note("perturbation", side=perturbation.side, offset=list(perturbation.offset))
+        log.debug("perturbed %s arm by %s", perturbation.side, perturbation.offset)
+
+    def hold_action(self) -> np.ndarray:
+        """The action that keeps every arm where it is now commanded."""
+        return self.rig.drive_target()
+
+    def arm_command(self, side: str) -> np.ndarray:
+        return self.rig.drive_target()[arm_slice(side)]

@@ -1,0 +1,96 @@
+"""Load a task package from a folder, and keep the expert away from the judge."""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.util
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from datafarm.scene.spec import SceneSpec, load_scene_spec
+
+PACKAGE_FILES = ("task.yaml", "scene.yaml", "params.yaml", "expert.py", "judge.py")
+
+
+class TaskInfo(BaseModel):
+    """task.yaml: what the task is called, the instruction stored in the dataset, and its limits."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    instruction: str
+    description: str = ""
+    max_seconds: float = Field(30.0, gt=0)
+    # Phrases a request may use for this task (the built-in author matches requests against them).
+    phrases: list[str] = []
+
+
+@dataclass(frozen=True)
+class TaskPackage:
+    directory: Path
+    info: TaskInfo
+    scene: SceneSpec
+    params: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    def load_expert(self) -> ModuleType:
+        """expert.py as a module with `solve(env, skills, params)`. It cannot import the judge."""
+        with judge_hidden():
+            module = _load_module(self.directory / "expert.py", f"datafarm_expert_{self.name}")
+        if not callable(getattr(module, "solve", None)):
+            raise TypeError(f"{self.directory / 'expert.py'} must define solve(env, skills, params)")
+        return module
+
+    def load_judge(self) -> ModuleType:
+        module = _load_module(self.directory / "judge.py", f"datafarm_judge_{self.name}")
+        if not callable(getattr(module, "judge", None)):
+            raise TypeError(f"{self.directory / 'judge.py'} must define judge(trace, params) -> Verdict")
+        return module
+
+
+def load_task_package(directory: str | Path) -> TaskPackage:
+    directory = Path(directory)
+    missing = [f for f in PACKAGE_FILES if not (directory / f).exists()]
+    if missing:
+        raise FileNotFoundError(f"task package {directory} is missing {missing} (a package has {list(PACKAGE_FILES)})")
+    info = TaskInfo.model_validate(yaml.safe_load((directory / "task.yaml").read_text()))
+    params = yaml.safe_load((directory / "params.yaml").read_text()) or {}
+    return TaskPackage(directory, info, load_scene_spec(directory / "scene.yaml"), params)
+
+
+def _load_module(path: Path, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class _JudgeBlocker(importlib.abc.MetaPathFinder):
+    """Refuses any import that would load a task package's judge."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname.rsplit(".", 1)[-1] == "judge" or fullname.startswith("datafarm_judge_"):
+            raise ImportError(f"an expert may not import a judge ({fullname}): judges are hidden from their experts")
+        return None
+
+
+@contextmanager
+def judge_hidden():
+    """While active (loading and running an expert), judge modules cannot be imported or reached."""
+    blocker = _JudgeBlocker()
+    hidden = {k: sys.modules.pop(k) for k in list(sys.modules) if k.startswith("datafarm_judge_")}
+    sys.meta_path.insert(0, blocker)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(blocker)
+        sys.modules.update(hidden)

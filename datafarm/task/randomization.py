@@ -1,0 +1,157 @@
+"""Per-episode randomization, sampled from one seed so any episode replays exactly.
+
+Families (each can be switched off): execution (start-pose noise, speed scaling, an arm displaced
+mid-episode), geometry (object poses and sizes within the scene spec's ranges), appearance (table
+colour, light colour, intensity and direction, object colour jitter), camera (extrinsic jitter).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from datafarm.geometry import look_at
+from datafarm.scene.builder import Placement
+from datafarm.scene.spec import CupGeometry, CylinderGeometry, ObjectSpec, SceneSpec, SphereGeometry
+from datafarm.sim.config import RigConfig
+from datafarm.task.env import Perturbation
+
+
+class RandomizationConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    execution: bool = True
+    geometry: bool = True
+    appearance: bool = True
+    camera: bool = True
+    start_noise: float = 0.05  # rad, per joint
+    speed: tuple[float, float] = (0.8, 1.2)
+    perturbation_probability: float = 0.3
+    perturbation_magnitude: float = 0.06  # rad, per joint
+    perturbation_window: tuple[float, float] = (0.5, 4.0)  # s after the start
+    light_intensity: tuple[float, float] = (0.7, 1.3)
+    color_jitter: float = 0.06
+    camera_position_jitter: float = 0.01  # m
+    camera_angle_jitter: float = 0.02  # rad
+
+    @classmethod
+    def none(cls) -> RandomizationConfig:
+        return cls(execution=False, geometry=False, appearance=False, camera=False)
+
+
+@dataclass
+class EpisodeSample:
+    """Everything drawn for one episode (stored with it)."""
+
+    seed: int
+    placements: dict[str, Placement]
+    start_noise: list[float]
+    speed: float
+    perturbations: list[Perturbation] = field(default_factory=list)
+    table_color: list[float] | None = None
+    light_scale: list[float] | None = None
+    light_direction: list[float] | None = None
+    object_colors: dict[str, list[float]] = field(default_factory=dict)
+    camera_jitter: dict[str, list[float]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["placements"] = {k: asdict(v) for k, v in self.placements.items()}
+        return data
+
+
+def _footprint(item) -> float:
+    """Radius of a circle around the item's footprint on its support."""
+    if isinstance(item, ObjectSpec):
+        g = item.geometry
+        if isinstance(g, (SphereGeometry, CylinderGeometry, CupGeometry)):
+            return g.radius
+        if hasattr(g, "half_size"):
+            return float(np.hypot(g.half_size[0], g.half_size[1]))
+        return 0.05
+    return item.footprint_radius
+
+
+def _sample_placements(spec: SceneSpec, rng: np.random.Generator, enabled: bool) -> dict[str, Placement]:
+    """Poses within ranges; items on the table are resampled until their footprints do not overlap."""
+    items = [*spec.fixtures, *spec.objects]
+    for _ in range(200):
+        placements = {}
+        for item in items:
+            r = item.randomize
+            draw = (lambda lo_hi: rng.uniform(*lo_hi)) if enabled else (lambda lo_hi: 0.0)
+            scale = rng.uniform(*r.scale) if enabled else 1.0
+            placements[item.name] = Placement(item.xy[0] + draw(r.x), item.xy[1] + draw(r.y),
+                                              item.yaw + draw(r.yaw), scale)
+        on_table = [i for i in items if i.support == "table"]
+        clear = all(
+            np.hypot(placements[a.name].x - placements[b.name].x, placements[a.name].y - placements[b.name].y)
+            > _footprint(a) + _footprint(b) + 0.01
+            for n, a in enumerate(on_table) for b in on_table[n + 1:]
+        )
+        if clear or not enabled:
+            return placements
+    raise ValueError("could not place the scene's objects without overlap in 200 draws: widen the table area "
+                     "or narrow the randomization ranges in scene.yaml")
+
+
+def sample_episode(spec: SceneSpec, seed: int, config: RandomizationConfig, max_seconds: float,
+                   control_hz: int) -> EpisodeSample:
+    rng = np.random.default_rng(seed)
+    placements = _sample_placements(spec, rng, config.geometry)
+    sample = EpisodeSample(seed=seed, placements=placements, start_noise=[0.0] * 14, speed=1.0)
+    if config.execution:
+        sample.start_noise = rng.uniform(-config.start_noise, config.start_noise, 14).tolist()
+        for i in (6, 13):
+            sample.start_noise[i] = 0.0  # grippers start as configured
+        sample.speed = float(rng.uniform(*config.speed))
+        if rng.random() < config.perturbation_probability:
+            at = rng.uniform(*config.perturbation_window)
+            sample.perturbations = [Perturbation(
+                at_step=int(min(at, max_seconds / 2) * control_hz),
+                side=str(rng.choice(["left", "right"])),
+                offset=tuple(rng.uniform(-config.perturbation_magnitude, config.perturbation_magnitude, 6).tolist()),
+            )]
+    if config.appearance:
+        gray = rng.uniform(0.3, 0.7)
+        sample.table_color = [*(np.clip(gray + rng.normal(0, 0.05, 3), 0, 1)).tolist(), 1.0]
+        tint = rng.uniform(0.85, 1.15, 3)
+        sample.light_scale = (tint / tint.mean() * rng.uniform(*config.light_intensity)).tolist()
+        sample.light_direction = [float(rng.uniform(-0.5, 0.5)), float(rng.uniform(0.2, 0.8)), -1.0]
+        for obj in spec.objects:
+            jitter = rng.normal(0, config.color_jitter, 3)
+            sample.object_colors[obj.name] = [*np.clip(np.asarray(obj.color[:3]) + jitter, 0, 1).tolist(), obj.color[3]]
+    if config.camera:
+        for name in ("head", "left_wrist", "right_wrist"):
+            sample.camera_jitter[name] = [
+                *rng.normal(0, config.camera_position_jitter, 3).tolist(),
+                *rng.normal(0, config.camera_angle_jitter, 3).tolist(),
+            ]
+    return sample
+
+
+def apply_to_rig_config(config: RigConfig, sample: EpisodeSample) -> RigConfig:
+    """The rig config with this episode's lights, table colour and camera jitter."""
+    update: dict = {}
+    if sample.table_color:
+        update["table"] = config.table.model_copy(update={"color": tuple(sample.table_color)})
+    if sample.light_scale:
+        lights = [light.model_copy(update={"color": tuple(np.asarray(light.color) * sample.light_scale)})
+                  for light in config.lighting.directional]
+        if lights and sample.light_direction:
+            lights[0] = lights[0].model_copy(update={"direction": tuple(sample.light_direction)})
+        update["lighting"] = config.lighting.model_copy(update={"directional": lights})
+    if sample.camera_jitter:
+        cameras = {}
+        for name, camera in config.cameras.items():
+            jitter = np.asarray(sample.camera_jitter.get(name, [0.0] * 6))
+            eye = np.asarray(camera.eye) + jitter[:3]
+            # turn the viewing direction by small angles: move the target sideways/up in the camera frame
+            frame = look_at(camera.eye, camera.target, camera.up)
+            distance = np.linalg.norm(np.asarray(camera.target) - np.asarray(camera.eye))
+            target = (np.asarray(camera.target) + jitter[:3]
+                      + distance * (jitter[4] * frame[:3, 2] + jitter[5] * frame[:3, 1]))
+            cameras[name] = camera.model_copy(update={"eye": tuple(eye), "target": tuple(target)})
+        update["cameras"] = cameras
+    return config.model_copy(update=update)

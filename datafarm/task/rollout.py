@@ -1,0 +1,149 @@
+"""Run one seeded episode of a task package, judge it; search seeds like RoboTwin (try, keep, replay).
+
+An episode never hangs collection: its simulated time is capped by the task's max_seconds and its
+wall time by `wall_limit` (SIGALRM interrupts a runaway expert). Expert failures (skill errors,
+exceptions, time-outs) make a rejected episode with the error recorded, not a crash.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from datafarm.scene.builder import build_scene
+from datafarm.sim.config import RigConfig, load_rig_config
+from datafarm.sim.recorder import EpisodeRecorder
+from datafarm.sim.rig import DualArmRig
+from datafarm.skills import Skills
+from datafarm.task.env import EpisodeTimeout, TaskEnv
+from datafarm.task.package import TaskPackage, judge_hidden
+from datafarm.task.randomization import RandomizationConfig, apply_to_rig_config, sample_episode
+from datafarm.task.trace import Trace
+from datafarm.task.verdict import Verdict
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class EpisodeResult:
+    task: str
+    seed: int
+    verdict: Verdict
+    steps: int
+    sim_seconds: float
+    wall_seconds: float
+    error: str | None = None  # "ExceptionType: message" when the expert failed
+    sample: dict = field(default_factory=dict)
+    trace: Trace | None = None
+
+    @property
+    def success(self) -> bool:
+        return self.verdict.success
+
+    def to_dict(self) -> dict:
+        return {"task": self.task, "seed": self.seed, "verdict": self.verdict.to_dict(), "steps": self.steps,
+                "sim_seconds": self.sim_seconds, "wall_seconds": self.wall_seconds, "error": self.error,
+                "sample": self.sample}
+
+
+@contextlib.contextmanager
+def wall_clock_limit(seconds: float | None) -> Iterator[None]:
+    """Raise EpisodeTimeout in this thread after `seconds` (main thread only; a no-op elsewhere)."""
+    if not seconds or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _expired(signum, frame):
+        raise EpisodeTimeout(f"episode ran past its wall-clock limit of {seconds:.0f} s")
+
+    previous = signal.signal(signal.SIGALRM, _expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _episode_spec(package: TaskPackage, object_colors: dict[str, list[float]]):
+    if not object_colors:
+        return package.scene
+    objects = [o.model_copy(update={"color": tuple(object_colors.get(o.name, o.color))}) for o in package.scene.objects]
+    return package.scene.model_copy(update={"objects": objects})
+
+
+def run_episode(package: TaskPackage, seed: int, randomization: RandomizationConfig | None = None,
+                rig_config: RigConfig | None = None, record_dir: str | Path | None = None,
+                wall_limit: float | None = 120.0, expert=None, judge=None) -> EpisodeResult:
+    """Simulate one episode. With `record_dir`, cameras are recorded there (EpisodeRecorder layout).
+
+    Without cameras the same physics runs faster (seed search); replaying a seed with cameras gives
+    the same episode.
+    """
+    randomization = randomization or RandomizationConfig()
+    base_config = rig_config or load_rig_config()
+    if record_dir is None:
+        base_config = base_config.model_copy(update={"cameras": {}})
+    sample = sample_episode(package.scene, seed, randomization, package.info.max_seconds, base_config.timing.control_hz)
+    config = apply_to_rig_config(base_config, sample)
+    expert = expert or package.load_expert()
+    judge = judge or package.load_judge()
+    started = time.perf_counter()
+    rig = DualArmRig.create(config)
+    rig.reset(rig.rest_state() + np.asarray(sample.start_noise))
+    scene = build_scene(rig, _episode_spec(package, sample.object_colors), sample.placements, package.directory)
+    max_steps = int(package.info.max_seconds * config.timing.control_hz)
+    error = None
+    recorder = None
+    if record_dir is not None:
+        recorder = EpisodeRecorder(rig, record_dir, metadata={"task": package.name, "seed": seed,
+                                                              "instruction": package.info.instruction,
+                                                              "sample": sample.to_dict()})
+    env = TaskEnv(rig, scene, max_steps, recorder, sample.perturbations)
+    env.record_initial_state()
+    skills = Skills(env, speed=sample.speed)
+    with recorder or contextlib.nullcontext():
+        try:
+            with wall_clock_limit(wall_limit), judge_hidden():
+                expert.solve(env, skills, package.params)
+                skills.wait(0.5)  # let things come to rest before judging
+        except EpisodeTimeout as exc:
+            error = f"EpisodeTimeout: {exc}"
+        except Exception as exc:  # an expert's failure is a rejected episode, not a crash
+            error = f"{type(exc).__name__}: {exc}"
+            log.debug("expert failed on seed %d:\n%s", seed, traceback.format_exc())
+    heights = {name: obj.height for name, obj in scene.objects.items()}
+    trace = env.trace.freeze(heights, info=sample.to_dict())
+    verdict = judge.judge(trace, package.params)
+    if error and verdict.success:
+        # the judge sees the outcome only; an expert that crashed after succeeding still succeeded
+        log.info("seed %d: expert raised %s but the judge accepts the outcome", seed, error)
+    return EpisodeResult(package.name, seed, verdict, len(trace) - 1, rig.time,
+                         time.perf_counter() - started, error, sample.to_dict(), trace)
+
+
+def seed_search(package: TaskPackage, count: int, start_seed: int = 0, max_attempts: int | None = None,
+                randomization: RandomizationConfig | None = None, wall_limit: float | None = 120.0,
+                on_result: Callable[[EpisodeResult], None] | None = None) -> list[EpisodeResult]:
+    """Try seeds from `start_seed` until `count` are accepted by the judge (or attempts run out)."""
+    max_attempts = max_attempts or 3 * count + 10
+    expert, judge = package.load_expert(), package.load_judge()
+    accepted = []
+    for seed in range(start_seed, start_seed + max_attempts):
+        result = run_episode(package, seed, randomization, wall_limit=wall_limit, expert=expert, judge=judge)
+        if on_result:
+            on_result(result)
+        if result.success:
+            accepted.append(result)
+            if len(accepted) == count:
+                break
+    return accepted
