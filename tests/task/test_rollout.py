@@ -1,0 +1,150 @@
+import shutil
+import textwrap
+
+import numpy as np
+import pytest
+
+from datafarm.library import get_task
+from datafarm.skills import GraspFailed, Unreachable, pose, top_down
+from datafarm.task.package import load_task_package
+from datafarm.task.randomization import RandomizationConfig, sample_episode
+from datafarm.task.rollout import run_episode, seed_search
+
+
+@pytest.fixture(scope="module")
+def apple():
+    return get_task("apple_on_scale")
+
+
+def _copy_with_expert(apple, tmp_path, expert_source):
+    folder = tmp_path / "pkg"
+    shutil.copytree(apple.directory, folder)
+    (folder / "expert.py").write_text(textwrap.dedent(expert_source))
+    return load_task_package(folder)
+
+
+def test_a_package_loads_from_any_folder(apple, tmp_path):
+    package = _copy_with_expert(apple, tmp_path, (apple.directory / "expert.py").read_text())
+    assert package.name == "apple_on_scale" and package.directory != apple.directory
+    assert run_episode(package, 0, RandomizationConfig.none()).success
+
+
+def test_missing_package_files_are_named(tmp_path):
+    (tmp_path / "task.yaml").write_text("name: x\ninstruction: y\n")
+    with pytest.raises(FileNotFoundError, match="expert.py"):
+        load_task_package(tmp_path)
+
+
+def test_the_expert_cannot_import_the_judge(apple, tmp_path):
+    package = _copy_with_expert(apple, tmp_path, """
+        import datafarm.library.apple_on_scale.judge as leaked
+        def solve(env, skills, params):
+            pass
+    """)
+    with pytest.raises(ImportError, match="may not import a judge"):
+        package.load_expert()
+
+
+def test_importing_the_judge_at_run_time_fails_the_episode(apple, tmp_path):
+    package = _copy_with_expert(apple, tmp_path, """
+        def solve(env, skills, params):
+            import importlib
+            importlib.import_module("datafarm.library.apple_on_scale.judge")
+    """)
+    result = run_episode(package, 0, RandomizationConfig.none())
+    assert not result.success and "may not import a judge" in result.error
+
+
+def test_a_runaway_expert_is_stopped_by_the_wall_clock_limit(apple, tmp_path):
+    package = _copy_with_expert(apple, tmp_path, """
+        def solve(env, skills, params):
+            while True:
+                pass
+    """)
+    result = run_episode(package, 0, RandomizationConfig.none(), wall_limit=2)
+    assert not result.success and result.error.startswith("EpisodeTimeout")
+    assert result.wall_seconds < 10
+
+
+def test_an_expert_that_never_finishes_moving_hits_the_step_limit(apple, tmp_path):
+    package = _copy_with_expert(apple, tmp_path, """
+        def solve(env, skills, params):
+            while True:
+                skills.wait(1.0)
+    """)
+    result = run_episode(package, 0, RandomizationConfig.none())
+    assert "EpisodeTimeout" in result.error and "steps" in result.error
+    assert result.sim_seconds == pytest.approx(package.info.max_seconds, abs=0.1)
+
+
+def test_skills_raise_typed_errors(apple, tmp_path):
+    package = _copy_with_expert(apple, tmp_path, """
+        import numpy as np
+        from datafarm.skills import GraspFailed, Unreachable, pose, top_down
+        def solve(env, skills, params):
+            try:
+                skills.move_to("left", pose([2.0, 2.0, 2.0], top_down(0.0)))
+            except Unreachable as error:
+                env.note("unreachable", message=str(error))
+            apple = env.object("apple")
+            apple.set_pose(apple.pose() @ np.diag([1, 1, 1, 1.0]))  # no-op; the apple stays
+            far = apple.pose().copy()
+            far[0, 3] += 0.15  # pretend it is elsewhere: the gripper closes on air
+            apple.set_pose(far)
+            try:
+                skills.grasp("left", "apple")
+            except GraspFailed as error:
+                env.note("missed", message=str(error))
+    """)
+    result = run_episode(package, 0, RandomizationConfig.none())
+    kinds = [e["kind"] for e in result.trace.events]
+    assert "unreachable" in kinds, result.error
+    assert result.error is None
+
+
+def test_randomization_records_its_values_and_varies_with_the_seed(apple):
+    a = sample_episode(apple.scene, 1, RandomizationConfig(), 20, 30).to_dict()
+    b = sample_episode(apple.scene, 2, RandomizationConfig(), 20, 30).to_dict()
+    again = sample_episode(apple.scene, 1, RandomizationConfig(), 20, 30).to_dict()
+    assert a == again and a != b
+    for key in ("placements", "start_noise", "speed", "table_color", "light_scale", "camera_jitter"):
+        assert a[key], key
+    none = sample_episode(apple.scene, 1, RandomizationConfig.none(), 20, 30)
+    assert none.placements["apple"].x == apple.scene.item("apple").xy[0] and none.speed == 1.0
+
+
+def test_an_episode_replays_exactly_from_its_seed(apple):
+    first = run_episode(apple, 4)
+    second = run_episode(apple, 4)
+    np.testing.assert_array_equal(first.trace.qpos, second.trace.qpos)
+    np.testing.assert_array_equal(first.trace.poses["apple"], second.trace.poses["apple"])
+
+
+@pytest.mark.slow
+def test_a_replay_with_cameras_is_the_same_episode(apple, tmp_path):
+    search = run_episode(apple, 3)
+    recorded = run_episode(apple, 3, record_dir=tmp_path / "ep")
+    assert recorded.success == search.success
+    np.testing.assert_allclose(recorded.trace.poses["apple"][-1], search.trace.poses["apple"][-1], atol=1e-5)
+    assert (tmp_path / "ep" / "cameras" / "head" / "rgb.mp4").exists()
+
+
+def test_seed_search_keeps_accepted_seeds_and_never_hangs(apple, tmp_path):
+    package = _copy_with_expert(apple, tmp_path, """
+        import importlib.util, pathlib
+        spec = importlib.util.spec_from_file_location("real", pathlib.Path(__file__).with_name("real_expert.py"))
+        real = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(real)
+        calls = []
+        def solve(env, skills, params):
+            calls.append(1)
+            while len(calls) == 1:  # the first seed hangs
+                pass
+            real.solve(env, skills, params)
+    """)
+    shutil.copy(apple.directory / "expert.py", package.directory / "real_expert.py")
+    seen = []
+    accepted = seed_search(package, count=2, start_seed=0, max_attempts=6, wall_limit=3, on_result=seen.append)
+    assert seen[0].error.startswith("EpisodeTimeout") and not seen[0].success
+    assert len(accepted) == 2 and all(r.success for r in accepted)
+    assert [r.seed for r in seen] == list(range(len(seen)))
