@@ -322,16 +322,40 @@ class Skills:
         self.move_linear(side, pose(end, rotation), speed=0.4)
 
     @_skill
-    def strike(self, side: str, point, times: int = 2, lift: float = 0.1, speed: float = 1.6) -> None:
-        """Hit `point` (world xyz) from above with the closed gripper, `times` times."""
+    def strike(self, side: str, point, times: int = 2, lift: float = 0.1, speed: float = 1.6,
+               tilts=None) -> None:
+        """Hit `point` (world xyz) from above with the closed gripper, `times` times.
+
+        With `tilts` (rad, e.g. TILTS), the gripper may lean outwards (see `outward_yaw`) by the
+        first of them at which the whole stroke, from `lift` above down to the point, is reachable.
+        """
         point = np.asarray(point, dtype=float)
         above = [pose(point + [0, 0, lift], top_down(y)) for y in (0.0, np.pi)]
+        if tilts is not None:
+            above = self._reachable_stroke(side, point, lift, tilts)
         self.move_to(side, above, gripper=0.0)
         rotation = self._commanded_tcp(side)[:3, :3]
         for _ in range(times):
             self.move_linear(side, pose(point - [0, 0, 0.01], rotation), speed=speed)
             self.move_linear(side, pose(point + [0, 0, lift], rotation), speed=speed)
             self.wait(0.15)
+
+    def _reachable_stroke(self, side: str, point: np.ndarray, lift: float, tilts) -> list[np.ndarray]:
+        """Start poses (`lift` above `point`) of the least-leaning vertical stroke reachable at both ends."""
+        lean = self.outward_yaw(side, point)
+        for tilt in tilts:
+            rotations = [top_down(y, tilt, lean) for y in (0.0, np.pi)]
+            reachable = []
+            for rotation in rotations:
+                try:
+                    self.solve(side, [pose(point - [0, 0, 0.01], rotation)])
+                    self.solve(side, [pose(point + [0, 0, lift], rotation)])
+                except Unreachable:
+                    continue
+                reachable.append(pose(point + [0, 0, lift], rotation))
+            if reachable:
+                return reachable
+        raise Unreachable(f"{side} arm: no stroke onto {np.round(point, 3).tolist()} is reachable at tilts {list(tilts)}")
 
     @_skill
     def home(self, sides=SIDES) -> None:
