@@ -1,0 +1,34 @@
+"""The author interface every author implements (the built-in one here; LLM roles later).
+
+Contract: `match(request)` says which task the author would build for a plain-words request, or
+raises RequestRefused with a message that says what it can build and how to get another author;
+`write_package(match, destination)` writes a complete task package folder (task.yaml, scene.yaml,
+params.yaml, expert.py, judge.py) for that match. The pipeline cannot tell authors apart.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class RequestRefused(ValueError):
+    """The author cannot serve this request."""
+
+
+@dataclass(frozen=True)
+class TaskMatch:
+    task: str
+    score: float
+    reason: str
+
+
+class Author(ABC):
+    name: str
+
+    @abstractmethod
+    def match(self, request: str) -> TaskMatch: ...
+
+    @abstractmethod
+    def write_package(self, match: TaskMatch, destination: Path) -> Path: ...
