@@ -1,0 +1,102 @@
+"""The cost ledger: what each phase and episode spent, in CPU-seconds, GPU-seconds and LLM USD.
+
+Entries are appended to <workspace>/costs.jsonl as they happen (one JSON object a line), so a
+killed run keeps what it had spent. Prices come from configs/prices/default.yaml (or DATAFARM_PRICES).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import defaultdict
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict
+
+from datafarm.paths import config_path
+
+LEDGER_FILE = "costs.jsonl"
+
+
+class Prices(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    cpu_second: float
+    gpu_second: float
+    llm_models: dict[str, dict[str, float]] = {}
+
+
+def load_prices() -> Prices:
+    path = Path(os.environ.get("DATAFARM_PRICES") or config_path("prices", "default.yaml"))
+    return Prices.model_validate(yaml.safe_load(path.read_text()))
+
+
+@dataclass(frozen=True)
+class CostEntry:
+    phase: str
+    item: str  # "cpu", "gpu" or "llm:<model>"
+    quantity: float  # seconds, or tokens for LLM entries
+    unit: str
+    unit_price: float
+    usd: float
+    episode: int | None = None
+    time: float = 0.0
+
+
+class CostLedger:
+    def __init__(self, workspace_root: Path, prices: Prices | None = None):
+        self.path = Path(workspace_root) / LEDGER_FILE
+        self.prices = prices or load_prices()
+
+    def add(self, phase: str, item: str, quantity: float, unit: str, unit_price: float,
+            episode: int | None = None, usd: float | None = None) -> CostEntry:
+        entry = CostEntry(phase, item, quantity, unit, unit_price,
+                          quantity * unit_price if usd is None else usd, episode, time.time())
+        with open(self.path, "a") as f:  # appends of one short line are atomic enough
+            f.write(json.dumps(asdict(entry)) + "\n")
+        return entry
+
+    def add_cpu(self, phase: str, seconds: float, episode: int | None = None) -> CostEntry:
+        return self.add(phase, "cpu", seconds, "cpu-s", self.prices.cpu_second, episode)
+
+    def add_gpu(self, phase: str, seconds: float, episode: int | None = None) -> CostEntry:
+        return self.add(phase, "gpu", seconds, "gpu-s", self.prices.gpu_second, episode)
+
+    @contextmanager
+    def measure_cpu(self, phase: str, episode: int | None = None):
+        """Charge the CPU time this process (and its finished children) spends inside the block."""
+        start = _cpu_seconds()
+        try:
+            yield
+        finally:
+            self.add_cpu(phase, _cpu_seconds() - start, episode)
+
+    def entries(self) -> list[CostEntry]:
+        if not self.path.exists():
+            return []
+        return [CostEntry(**json.loads(line)) for line in self.path.read_text().splitlines() if line.strip()]
+
+    def by_phase(self) -> dict[str, dict[str, float]]:
+        totals: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        for entry in self.entries():
+            totals[entry.phase][entry.item] += entry.usd
+            totals[entry.phase]["total"] += entry.usd
+        return {phase: dict(items) for phase, items in totals.items()}
+
+    def by_episode(self) -> dict[int, float]:
+        totals: dict[int, float] = defaultdict(float)
+        for entry in self.entries():
+            if entry.episode is not None:
+                totals[entry.episode] += entry.usd
+        return dict(totals)
+
+    def total(self) -> float:
+        return sum(entry.usd for entry in self.entries())
+
+
+def _cpu_seconds() -> float:
+    own = os.times()
+    return own.user + own.system + own.children_user + own.children_system

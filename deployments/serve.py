@@ -1,0 +1,35 @@
+"""Serve the farm flows as Prefect deployments (needs a Prefect server: PREFECT_API_URL).
+
+    prefect server start --host 127.0.0.1 &           # or the compose file in docker/
+    PREFECT_API_URL=http://127.0.0.1:4200/api python deployments/serve.py
+
+Then trigger runs from the UI, with `prefect deployment run farm/farm --param workspace_path=WS`,
+or over the API: POST /api/deployments/{id}/create_flow_run {"parameters": {"workspace_path": WS}}.
+`DATAFARM_FARM_CRON` (e.g. "0 2 * * *") schedules nightly farm runs of `DATAFARM_WORKSPACE`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from prefect import serve  # noqa: E402
+
+from flows.farm import farm_flow, harvest_flow, render_flow, rollout_flow, verify_flow  # noqa: E402
+
+
+def deployments():
+    workspace = os.environ.get("DATAFARM_WORKSPACE")
+    cron = os.environ.get("DATAFARM_FARM_CRON")
+    farm = farm_flow.to_deployment(
+        name="farm", cron=cron if (cron and workspace) else None,
+        parameters={"workspace_path": workspace} if workspace else None,
+        description="Every phase of a workspace, resuming where it stopped.")
+    return [farm] + [f.to_deployment(name=f.name) for f in (rollout_flow, render_flow, harvest_flow, verify_flow)]
+
+
+if __name__ == "__main__":
+    serve(*deployments())

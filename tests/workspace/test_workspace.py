@@ -1,0 +1,48 @@
+import pytest
+
+from datafarm.costs import CostLedger
+from datafarm.workspace import Workspace, WorkspaceError
+
+
+@pytest.fixture
+def workspace(tmp_path):
+    return Workspace.initialise(tmp_path / "ws", {"settings": {"target_count": 1}})
+
+
+def test_opening_a_folder_that_is_not_a_workspace_says_how_to_make_one(tmp_path):
+    with pytest.raises(WorkspaceError, match="datafarm prepare"):
+        Workspace.open(tmp_path)
+
+
+def test_a_workspace_is_not_overwritten(workspace):
+    with pytest.raises(WorkspaceError, match="already holds a workspace"):
+        Workspace.initialise(workspace.root, {})
+
+
+def test_writes_are_atomic_and_leave_no_temporary_files(workspace):
+    workspace.write_json("a/b.json", {"x": 1})
+    assert workspace.read_json("a/b.json") == {"x": 1}
+    assert [p.name for p in workspace.path("a").iterdir()] == ["b.json"]
+
+
+def test_a_phase_is_current_only_with_the_same_inputs_and_intact_outputs(workspace):
+    workspace.write_text("out/result.txt", "one")
+    workspace.record_phase("survey", "inputs-1", ["out"], started=0.0)
+    assert workspace.phase_is_current("survey", "inputs-1")
+    assert not workspace.phase_is_current("survey", "inputs-2")  # inputs changed
+    workspace.path("out/result.txt").write_text("two")  # an output was modified
+    assert not workspace.phase_is_current("survey", "inputs-1")
+    workspace.path("out/result.txt").unlink()  # or deleted
+    assert not workspace.phase_is_current("survey", "inputs-1")
+
+
+def test_the_cost_ledger_prices_cpu_and_sums_by_phase_and_episode(workspace):
+    ledger = CostLedger(workspace.root)
+    ledger.add_cpu("rollout", 100.0, episode=0)
+    ledger.add_cpu("rollout", 50.0, episode=1)
+    ledger.add_gpu("render", 10.0, episode=0)
+    assert ledger.by_phase()["rollout"]["total"] == pytest.approx(150 * ledger.prices.cpu_second)
+    assert ledger.by_episode()[0] == pytest.approx(100 * ledger.prices.cpu_second + 10 * ledger.prices.gpu_second)
+    with ledger.measure_cpu("survey"):
+        sum(i * i for i in range(200_000))
+    assert ledger.by_phase()["survey"]["cpu"] > 0
