@@ -1,0 +1,281 @@
+"""Run agent-written code (scene builders, experts, judges) in a bubblewrap sandbox.
+
+What the sandboxed process gets:
+
+- the whole system read-only (``--ro-bind / /``), a private ``/dev``, ``/proc`` and a size-capped
+  ``/tmp`` tmpfs; ``workdir`` is the only host folder it can write, bound read-write at its own path;
+- no network at all (new network namespace: no loopback, no DNS), new PID/IPC/UTS/user namespaces,
+  an unprivileged uid, no capabilities, no nested user namespaces, a new terminal session;
+- ``hidden`` paths masked (an empty read-only tmpfs over a folder, ``/dev/null`` over a file), and by
+  default the host user's home masked too (API keys live there);
+- only the environment given here (PATH, HOME=workdir, TMPDIR=/tmp, plus ``env``);
+- rlimits: address space (``memory_bytes``), CPU seconds per process, written file size; a wall-clock
+  limit kills the whole sandbox (bwrap ``--die-with-parent`` plus the PID namespace take every
+  descendant with it).
+
+Mounts are applied parents first, so the most specific path wins: a readable folder inside a hidden
+one is visible, a hidden file inside the workdir or a readable folder is not.
+
+The outcome is a :class:`SandboxResult`; ``violation`` says why a run did not finish normally. A
+misbehaving script never raises here, so a caller can carry on with its next attempt. Only a broken
+set-up raises (:class:`SandboxError` when bwrap is missing, ``FileNotFoundError`` for a missing bind).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+log = logging.getLogger(__name__)
+
+Violation = Literal["timeout", "memory", "killed", "error"]
+"""timeout: wall or CPU limit; memory: the address-space limit; killed: ended by a signal;
+error: exited with a non-zero status (including bwrap failing to set the sandbox up)."""
+
+_UNPRIVILEGED_ID = "65534"  # nobody / nogroup inside the sandbox's user namespace
+_MEMORY_MARKERS = ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "out of memory")
+
+# Runs outside the sandbox, in place of a preexec_fn (unsafe with threads): set rlimits, exec bwrap.
+_LIMITER = (
+    "import os, resource, sys\n"
+    "a = sys.argv[1:]\n"
+    "for r, v in zip((resource.RLIMIT_AS, resource.RLIMIT_CPU, resource.RLIMIT_FSIZE), a[:3]):\n"
+    "    if v != '-':\n"
+    "        soft = int(v)\n"
+    "        resource.setrlimit(r, (soft, soft + 1 if r == resource.RLIMIT_CPU else soft))\n"
+    "os.execv(a[3], a[3:])\n"
+)
+
+
+class SandboxError(RuntimeError):
+    """The sandbox cannot be set up (bubblewrap missing)."""
+
+
+class SandboxLimits(BaseModel):
+    """Resource limits of one sandboxed run (None: no limit of that kind)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    wall_seconds: float = Field(60.0, gt=0, description="wall clock; the whole sandbox is killed after it")
+    memory_bytes: int | None = Field(2 << 30, gt=0, description="address space (RLIMIT_AS) of each process")
+    cpu_seconds: int | None = Field(None, gt=0, description="CPU time of each process (RLIMIT_CPU)")
+    max_output_bytes: int = Field(1 << 20, gt=0, description="stdout and stderr each kept to this (head + tail)")
+    file_bytes: int | None = Field(1 << 30, gt=0, description="largest file a process may write (RLIMIT_FSIZE)")
+    tmp_bytes: int = Field(256 << 20, gt=0, description="size of the private /tmp tmpfs")
+
+
+class SandboxResult(BaseModel):
+    """What a sandboxed run did. Output is decoded UTF-8 (invalid bytes replaced)."""
+
+    command: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+    wall_seconds: float
+    violation: Violation | None = None
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.violation is None
+
+
+def find_bwrap(bwrap: str | Path | None = None) -> str:
+    """The bwrap executable to use (`bwrap` on PATH by default); SandboxError if there is none."""
+    candidate = str(bwrap) if bwrap is not None else "bwrap"
+    found = shutil.which(candidate)
+    if found is None:
+        raise SandboxError(f"bubblewrap ({candidate}) is not installed or not executable: agent code runs only "
+                           "in its sandbox. Install it with `apt-get install bubblewrap` or `make setup`.")
+    return found
+
+
+def _within(path: Path, roots: Sequence[Path]) -> bool:
+    return any(path == root or root in path.parents for root in roots)
+
+
+def _mount_args(workdir: Path, readable: Sequence[Path], hidden: Sequence[Path], hide_home: bool) -> list[str]:
+    """bwrap mount options after the fixed base, parents before children (the most specific wins)."""
+    ops: list[tuple[int, int, Path, str]] = []  # (depth, order at equal depth, path, kind)
+    for path in readable:
+        if not path.exists():
+            raise FileNotFoundError(f"readable path {path} does not exist")
+        ops.append((len(path.parts), 0, path, "ro"))
+    ops.append((len(workdir.parts), 1, workdir, "rw"))
+    masks = list(hidden)
+    home = Path.home().resolve()
+    if hide_home and home != Path("/") and not _within(home, [workdir]):
+        masks.append(home)
+    for path in masks:
+        if not path.exists():
+            log.debug("hidden path %s does not exist: nothing to hide", path)
+            continue
+        ops.append((len(path.parts), 2, path, "dir" if path.is_dir() else "file"))
+    args: list[str] = []
+    remount = []
+    for _, _, path, kind in sorted(ops, key=lambda op: (op[0], op[1])):
+        if kind == "ro":
+            args += ["--ro-bind", str(path), str(path)]
+        elif kind == "rw":
+            args += ["--bind", str(path), str(path)]
+        elif kind == "dir":
+            args += ["--size", str(1 << 20), "--tmpfs", str(path)]
+            remount += ["--remount-ro", str(path)]  # after the binds placed inside it
+        else:
+            args += ["--ro-bind", "/dev/null", str(path)]
+    return args + remount
+
+
+def _bwrap_command(bwrap: str, command: Sequence[str], workdir: Path, readable: Sequence[Path],
+                   hidden: Sequence[Path], limits: SandboxLimits, hide_home: bool) -> list[str]:
+    def limit(value: int | None) -> str:
+        return "-" if value is None else str(value)
+
+    launcher = [sys.executable, "-I", "-S", "-c", _LIMITER,
+                limit(limits.memory_bytes), limit(limits.cpu_seconds), limit(limits.file_bytes)]
+    sandbox = [bwrap, "--unshare-all", "--unshare-net", "--unshare-user", "--disable-userns",
+               "--uid", _UNPRIVILEGED_ID, "--gid", _UNPRIVILEGED_ID, "--cap-drop", "ALL",
+               "--die-with-parent", "--new-session",
+               "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+               "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
+    sandbox += _mount_args(workdir, readable, hidden, hide_home)
+    sandbox += ["--chdir", str(workdir), "--", *command]
+    return launcher + sandbox
+
+
+class _Capture(threading.Thread):
+    """Drains a pipe, keeping the first and last `limit // 2` bytes (tracebacks sit at the end)."""
+
+    def __init__(self, stream: IO[bytes], limit: int) -> None:
+        super().__init__(daemon=True)
+        self.stream, self.head_limit, self.tail_limit = stream, limit // 2, limit - limit // 2
+        self.head, self.tail, self.total = bytearray(), bytearray(), 0
+
+    def run(self) -> None:
+        while chunk := self.stream.read1(1 << 16):
+            self.total += len(chunk)
+            room = self.head_limit - len(self.head)
+            self.head += chunk[:room]
+            self.tail += chunk[room:] if room > 0 else chunk
+            del self.tail[:-self.tail_limit]
+        self.stream.close()
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > len(self.head) + len(self.tail)
+
+    def text(self) -> str:
+        cut = self.total - len(self.head) - len(self.tail)
+        middle = f"\n[... {cut} bytes cut ...]\n".encode() if cut else b""
+        return bytes(self.head + middle + self.tail).decode("utf-8", errors="replace")
+
+
+def _classify(returncode: int, stderr: str, limits: SandboxLimits, timed_out: bool) -> Violation | None:
+    if timed_out:
+        return "timeout"
+    if returncode == 0:
+        return None
+    signum = -returncode if returncode < 0 else returncode - 128 if returncode > 128 else 0
+    if signum == signal.SIGXCPU:
+        return "timeout"
+    if limits.memory_bytes is not None and any(m in stderr[-4000:] for m in _MEMORY_MARKERS):
+        return "memory"
+    if 0 < signum < signal.NSIG:
+        return "killed"
+    return "error"
+
+
+def sandbox_env(workdir: Path, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The whole environment a sandboxed process sees: a few basics, then `env` on top."""
+    base = {"PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin", "HOME": str(workdir),
+            "TMPDIR": "/tmp", "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    return base | dict(env or {})
+
+
+def run_sandboxed(command: str | Sequence[str], workdir: Path, readable: Sequence[Path] = (),
+                  hidden: Sequence[Path] = (), limits: SandboxLimits | None = None,
+                  env: Mapping[str, str] | None = None, *, bwrap: str | Path | None = None,
+                  hide_home: bool = True) -> SandboxResult:
+    """Run `command` (argv, or a string run by /bin/sh -c) in the sandbox, in `workdir`.
+
+    `workdir` (created if missing) is the only writable host folder; `readable` are extra read-only
+    binds (the system is readable anyway: these matter inside /tmp, a hidden folder or the home);
+    `hidden` are masked. Never raises for what the command does; see :class:`SandboxResult`.
+    """
+    limits = limits or SandboxLimits()
+    argv = ["/bin/sh", "-c", command] if isinstance(command, str) else [str(part) for part in command]
+    workdir = Path(workdir).resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    full = _bwrap_command(find_bwrap(bwrap), argv, workdir, [Path(p).resolve() for p in readable],
+                          [Path(p).resolve() for p in hidden], limits, hide_home)
+    log.debug("sandbox: %s", full)
+    started = time.monotonic()
+    proc = subprocess.Popen(full, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=sandbox_env(workdir, env), start_new_session=True)
+    out, err = _Capture(proc.stdout, limits.max_output_bytes), _Capture(proc.stderr, limits.max_output_bytes)
+    out.start()
+    err.start()
+    timed_out = False
+    try:
+        proc.wait(timeout=limits.wall_seconds)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+    finally:
+        if proc.poll() is None:  # wall limit, or our caller interrupted: take the whole sandbox down
+            _kill_sandbox(proc)
+    out.join(5)
+    err.join(5)
+    stderr = err.text()
+    violation = _classify(proc.returncode, stderr, limits, timed_out)
+    result = SandboxResult(command=argv, returncode=proc.returncode, stdout=out.text(), stderr=stderr,
+                           wall_seconds=time.monotonic() - started, violation=violation,
+                           stdout_truncated=out.truncated, stderr_truncated=err.truncated)
+    if violation:
+        log.info("sandboxed %s: %s (exit %d, %.1f s)", argv[:3], violation, proc.returncode, result.wall_seconds)
+    return result
+
+
+def _kill_sandbox(proc: subprocess.Popen) -> None:
+    """SIGKILL bwrap's session; --die-with-parent and the PID namespace end everything inside."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def run_python_in_sandbox(program: str | Path, workdir: Path, args: Sequence[str] = (),
+                          readable: Sequence[Path] = (), hidden: Sequence[Path] = (),
+                          limits: SandboxLimits | None = None, env: Mapping[str, str] | None = None,
+                          *, python: str | Path | None = None, bwrap: str | Path | None = None,
+                          hide_home: bool = True) -> SandboxResult:
+    """Run Python code (a str) or a script (a Path) with this venv's python in the sandbox.
+
+    The venv, its base interpreter and the script's folder are made readable. For `python -m some.runner args`, call
+    run_sandboxed([sys.executable, "-m", "some.runner", *args], ...) with the same binds.
+    """
+    python = str(python or sys.executable)
+    extra = [Path(p).resolve() for p in readable]
+    workdir = Path(workdir).resolve()
+    # the venv, the interpreter it links to (pyenv lives in the hidden home), and the script's folder
+    folders = [Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), Path(python).resolve().parent]
+    if isinstance(program, Path):
+        argv = [python, str(program.resolve()), *args]
+        folders.append(program.resolve().parent)
+    else:
+        argv = [python, "-c", program, *args]
+    for folder in folders:
+        if not _within(folder, [workdir, *extra]):
+            extra.append(folder)
+    return run_sandboxed(argv, workdir, extra, hidden, limits, env, bwrap=bwrap, hide_home=hide_home)
