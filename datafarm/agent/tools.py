@@ -1,0 +1,290 @@
+"""The tools a role session may call, as JSON-schema function tools, scoped to the role.
+
+File tools are confined to the role's folders (roles.Role.reads / writes) under the workspace root:
+absolute paths, `..`, and symlinks that lead out are refused. A refused or failing call is returned
+to the model as the tool's result ("error: ..."), never raised into the session, so the model can
+correct itself. `run_expert` calls back into the caller (who runs the expert, in a sandbox or
+in-process) and returns its success statistics and failure traces.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from datafarm.agent.roles import Role
+
+log = logging.getLogger(__name__)
+
+MAX_READ_BYTES = 200_000
+MAX_WRITE_BYTES = 200_000
+MAX_SEEDS = 20
+
+ExpertRunner = Callable[[list[int]], dict[str, Any]]
+SubmitCheck = Callable[[str], str | None]  # returns what is still wrong, or None to accept
+
+
+class ToolRefused(Exception):
+    """A tool call the role may not make or that cannot be served; its message goes to the model."""
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    content: str  # what the model receives as the tool result
+    ok: bool = True
+    submitted: str | None = None  # the accepted summary, when this was a successful submit
+
+
+SCHEMAS: dict[str, dict[str, Any]] = {
+    "read_file": {"description": "Read a text file under one of your readable folders.",
+                  "parameters": {"type": "object", "properties": {
+                      "path": {"type": "string",
+                               "description": "relative to the workspace root, e.g. scene/scene.yaml"}},
+                      "required": ["path"]}},
+    "write_file": {"description": "Create or replace a text file under one of your own folders.",
+                   "parameters": {"type": "object", "properties": {
+                       "path": {"type": "string", "description": "relative to the workspace root"},
+                       "content": {"type": "string", "description": "the whole new file content"}},
+                       "required": ["path", "content"]}},
+    "list_files": {"description": "List the files under a readable folder (all of them when omitted).",
+                   "parameters": {"type": "object", "properties": {
+                       "folder": {"type": "string", "description": "e.g. scene; empty for every readable folder"}}}},
+    "list_skill_api": {"description": "The skill library and task environment an expert is written against: "
+                                      "public methods with signatures and docstrings.",
+                       "parameters": {"type": "object", "properties": {}}},
+    "run_expert": {"description": "Run your expert/expert.py on seeded, randomized episodes and get the success "
+                                  "rate and, for failures, the error and its traceback and the verdict's reason.",
+                   "parameters": {"type": "object", "properties": {
+                       "seeds": {"type": "array", "items": {"type": "integer", "minimum": 0},
+                                 "minItems": 1, "maxItems": MAX_SEEDS}},
+                       "required": ["seeds"]}},
+    "submit": {"description": "Finish the session. Your files must be complete; checks run and may refuse.",
+               "parameters": {"type": "object", "properties": {
+                   "summary": {"type": "string", "description": "what you did (first line: the answer asked for)"}},
+                   "required": ["summary"]}},
+}
+
+
+def tool_schemas(role: Role) -> list[dict[str, Any]]:
+    """OpenAI-style function tools for `role`, in the order of its registry entry."""
+    return [{"type": "function", "function": {"name": name, **SCHEMAS[name]}} for name in role.tools]
+
+
+def skill_api_text() -> str:
+    """The public API an expert uses (Skills, the task env and its objects, the skill errors), via inspect."""
+    from datafarm import skills
+    from datafarm.scene.builder import SceneObject
+    from datafarm.task.env import TaskEnv
+
+    parts = [describe_class(skills.Skills, "skills"), describe_class(TaskEnv, "env"),
+             describe_class(SceneObject, "env.object(name)")]
+    helpers = [f"{name}{inspect.signature(getattr(skills, name))}: {inspect.getdoc(getattr(skills, name)) or ''}"
+               for name in ("pose", "top_down")]
+    errors = [f"{name}: {inspect.getdoc(getattr(skills, name)) or ''}"
+              for name in ("SkillError", "GraspFailed", "GraspSlipped", "Unreachable")]
+    parts.append("## from datafarm.skills import ...\n" + "\n".join(f"- {h}" for h in helpers + errors))
+    return "\n\n".join(parts)
+
+
+def judge_api_text() -> str:
+    """The public API a judge uses (the trace and the verdict), via inspect."""
+    from datafarm.task.trace import Trace
+    from datafarm.task.verdict import Verdict
+
+    return "\n\n".join([describe_class(Trace, "trace"), describe_class(Verdict, "Verdict")])
+
+
+def describe_class(cls: type, label: str) -> str:
+    lines = [f"## {label}: {cls.__module__}.{cls.__name__}", inspect.getdoc(cls) or ""]
+    for name, member in inspect.getmembers(cls):
+        if name.startswith("_"):
+            continue
+        if isinstance(inspect.getattr_static(cls, name), property):
+            lines.append(f"- {name} (property): {inspect.getdoc(member) or ''}".rstrip(": "))
+        elif callable(member):
+            try:
+                signature = str(inspect.signature(member)).replace("(self, ", "(").replace("(self)", "()")
+            except (TypeError, ValueError):
+                signature = "(...)"
+            doc = (inspect.getdoc(member) or "").replace("\n", " ")
+            lines.append(f"- {name}{signature}" + (f": {doc}" if doc else ""))
+    return "\n".join(line for line in lines if line)
+
+
+class Toolbox:
+    """The tools of one role session, bound to a workspace root and the caller's callbacks."""
+
+    def __init__(self, role: Role, root: Path, expert_runner: ExpertRunner | None = None,
+                 submit_check: SubmitCheck | None = None):
+        self.role = role
+        self.root = Path(root).resolve()
+        self.expert_runner = expert_runner
+        self.submit_check = submit_check
+        for folder in role.writes:
+            (self.root / folder).mkdir(parents=True, exist_ok=True)
+
+    def schemas(self) -> list[dict[str, Any]]:
+        return tool_schemas(self.role)
+
+    def call(self, name: str, arguments: str | dict[str, Any]) -> ToolOutcome:
+        """Run one tool call; every failure becomes an "error: ..." result for the model."""
+        try:
+            if name not in self.role.tools:
+                raise ToolRefused(f"{self.role.name} has no tool {name!r}; its tools: {', '.join(self.role.tools)}")
+            args = json.loads(arguments or "{}") if isinstance(arguments, str) else dict(arguments)
+            if not isinstance(args, dict):
+                raise ToolRefused("arguments must be a JSON object")
+            return getattr(self, f"_tool_{name}")(**args)
+        except json.JSONDecodeError as error:
+            return ToolOutcome(f"error: arguments are not valid JSON ({error})", ok=False)
+        except TypeError as error:
+            return ToolOutcome(f"error: bad arguments for {name}: {error}", ok=False)
+        except ToolRefused as error:
+            log.info("%s: %s refused: %s", self.role.name, name, error)
+            return ToolOutcome(f"error: {error}", ok=False)
+        except Exception as error:  # a tool's own failure goes back to the model, not up the stack
+            log.warning("%s: tool %s failed: %s", self.role.name, name, error)
+            return ToolOutcome(f"error: {name} failed: {type(error).__name__}: {error}", ok=False)
+
+    # ----- path confinement --------------------------------------------------------------------------
+    def resolve(self, path: str, write: bool = False) -> Path:
+        """The real path of `path` if it lies under a folder the role may read (or write)."""
+        allowed = self.role.writes if write else self.role.readable
+        verb = "write" if write else "read"
+        listing = ", ".join(f + "/" for f in allowed)
+        relative = Path(path)
+        if not path or relative.is_absolute() or ".." in relative.parts:
+            raise ToolRefused(f"{path!r} refused: give a path relative to the workspace root, without '..', "
+                              f"under {listing}")
+        target = (self.root / relative).resolve()
+        for folder in allowed:
+            base = (self.root / folder).resolve()
+            if target == base or base in target.parents:
+                return target
+        raise ToolRefused(f"{path!r} refused: {self.role.name} may {verb} only under {listing}")
+
+    # ----- the tools ------------------------------------------------------------------------------
+    def _tool_read_file(self, path: str) -> ToolOutcome:
+        target = self.resolve(path)
+        if not target.is_file():
+            raise ToolRefused(f"no file {path!r} (list_files shows what there is)")
+        data = target.read_bytes()
+        if len(data) > MAX_READ_BYTES:
+            raise ToolRefused(f"{path} is {len(data)} bytes; files over {MAX_READ_BYTES} are not read")
+        return ToolOutcome(data.decode("utf-8", errors="replace"))
+
+    def _tool_write_file(self, path: str, content: str) -> ToolOutcome:
+        target = self.resolve(path, write=True)
+        if len(content.encode()) > MAX_WRITE_BYTES:
+            raise ToolRefused(f"content over {MAX_WRITE_BYTES} bytes refused")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staged = target.with_name(f".{target.name}.partial")
+        staged.write_text(content)
+        staged.replace(target)  # atomic: a killed session never leaves half a file
+        return ToolOutcome(f"wrote {path} ({len(content.splitlines())} lines)")
+
+    def _tool_list_files(self, folder: str = "") -> ToolOutcome:
+        folders = [folder.strip("/")] if folder.strip("/") else list(self.role.readable)
+        found = []
+        for name in folders:
+            base = self.resolve(name)
+            if base.is_dir():
+                found += [str(p.relative_to(self.root)) for p in sorted(base.rglob("*"))
+                          if p.is_file() and not p.name.startswith(".") and "__pycache__" not in p.parts]
+        return ToolOutcome("\n".join(found) if found else f"(no files under {', '.join(f + '/' for f in folders)})")
+
+    def _tool_list_skill_api(self) -> ToolOutcome:
+        return ToolOutcome(skill_api_text())
+
+    def _tool_run_expert(self, seeds: list[int]) -> ToolOutcome:
+        if self.expert_runner is None:
+            raise ToolRefused("no expert runner is available in this session")
+        if not seeds or len(seeds) > MAX_SEEDS or not all(isinstance(s, int) and s >= 0 for s in seeds):
+            raise ToolRefused(f"seeds must be 1 to {MAX_SEEDS} non-negative integers")
+        report = self.expert_runner(list(seeds))
+        return ToolOutcome(json.dumps(report, indent=1, default=str))
+
+    def _tool_submit(self, summary: str) -> ToolOutcome:
+        if not summary.strip():
+            raise ToolRefused("submit needs a summary")
+        problem = self.submit_check(summary) if self.submit_check else None
+        if problem:
+            return ToolOutcome(f"error: not accepted yet: {problem}", ok=False)
+        return ToolOutcome("accepted", submitted=summary.strip())
+
+
+# ----- checks a submit must pass, and the in-process expert runner ---------------------------------------
+def check_defines(path: Path, function: str) -> str | None:
+    """What is wrong with a Python file that must define `function` (parsed, never executed here)."""
+    import ast
+
+    if not path.is_file():
+        return f"{path.parent.name}/{path.name} has not been written"
+    try:
+        tree = ast.parse(path.read_text(), filename=path.name)
+    except SyntaxError as error:
+        return f"{path.name} does not parse: line {error.lineno}: {error.msg}"
+    if not any(isinstance(n, ast.FunctionDef) and n.name == function for n in tree.body):
+        return f"{path.name} must define a top-level function {function}()"
+    return None
+
+
+def check_scene_files(scene_dir: Path) -> str | None:
+    """What is wrong with scene/ (task.yaml, scene.yaml, params.yaml), validated by their schemas."""
+    import yaml
+
+    from datafarm.scene.spec import load_scene_spec
+    from datafarm.task.package import TaskInfo
+
+    missing = [n for n in ("task.yaml", "scene.yaml", "params.yaml") if not (scene_dir / n).is_file()]
+    if missing:
+        return f"scene/ is missing {missing}"
+    try:
+        TaskInfo.model_validate(yaml.safe_load((scene_dir / "task.yaml").read_text()))
+        load_scene_spec(scene_dir / "scene.yaml")
+        params = yaml.safe_load((scene_dir / "params.yaml").read_text()) or {}
+    except Exception as error:
+        return f"{type(error).__name__}: {error}"
+    return None if isinstance(params, dict) else "params.yaml must hold a mapping"
+
+
+def in_process_expert_runner(root: Path, wall_limit: float = 120.0) -> ExpertRunner:
+    """Run root/expert/expert.py, judged by root/judge/judge.py, on root/scene/, in THIS process.
+
+    For tests and trusted models only: agent-written code belongs in the sandbox (datafarm.agent.sandbox).
+    Failures carry the expert's traceback (last frames) and the verdict's reason and failed checks.
+    """
+    import traceback
+
+    def run(seeds: list[int]) -> dict[str, Any]:
+        from datafarm.task.package import load_task_package
+        from datafarm.task.rollout import run_episode
+
+        package = load_task_package(root / "scene", root / "expert" / "expert.py", root / "judge" / "judge.py")
+        expert, judge, tracebacks = package.load_expert(), package.load_judge(), {}
+
+        class Traced:  # keeps the traceback the rollout reduces to "Type: message"
+            @staticmethod
+            def solve(env, skills, params):
+                try:
+                    return expert.solve(env, skills, params)
+                except Exception:
+                    tracebacks[seed] = "".join(traceback.format_exc().splitlines(True)[-12:])
+                    raise
+
+        failures, successes = [], 0
+        for seed in seeds:
+            result = run_episode(package, seed, wall_limit=wall_limit, expert=Traced(), judge=judge)
+            successes += result.success
+            if not result.success:
+                failures.append({"seed": seed, "error": result.error, "traceback": tracebacks.get(seed),
+                                 "verdict": result.verdict.reason,
+                                 "failed_checks": [k for k, ok in result.verdict.checks.items() if not ok]})
+        return {"seeds": seeds, "successes": successes, "success_rate": successes / len(seeds), "failures": failures}
+
+    return run
