@@ -12,7 +12,7 @@ setup:
 	@bash scripts/setup.sh
 
 demo: setup
-	$(VENV)/bin/datafarm sim show --output out/demo
+	bash scripts/demo.sh
 
 test: setup
 	$(PY) -m pytest

@@ -9,16 +9,19 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from datafarm.cli import sim
+from datafarm.cli import farm, sim
 
 app = typer.Typer(help="DataFarm: a coding agent in place of the teleoperator.", no_args_is_help=True)
 app.add_typer(sim.app, name="sim")
+farm.register(app)
 console = Console()
 
 
 @app.callback()
 def main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug messages.")) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    for noisy in ("httpx", "httpcore", "urllib3", "filelock", "libav"):  # their INFO lines bury ours
+        logging.getLogger(noisy).setLevel(logging.DEBUG if verbose else logging.WARNING)
 
 
 @app.command()
@@ -36,3 +39,7 @@ def doctor(workspace: Path = typer.Option(Path.cwd(), help="Folder that must be 
     console.print(table)
     if not all(check.ok for check in checks):
         raise typer.Exit(1)
+
+
+if __name__ == "__main__":
+    app()

@@ -37,6 +37,9 @@ class TaskPackage:
     info: TaskInfo
     scene: SceneSpec
     params: dict[str, Any]
+    # A workspace keeps the expert and the judge in folders of their own (the judge hidden).
+    expert_file: Path | None = None
+    judge_file: Path | None = None
 
     @property
     def name(self) -> str:
@@ -44,27 +47,32 @@ class TaskPackage:
 
     def load_expert(self) -> ModuleType:
         """expert.py as a module with `solve(env, skills, params)`. It cannot import the judge."""
+        path = self.expert_file or self.directory / "expert.py"
         with judge_hidden():
-            module = _load_module(self.directory / "expert.py", f"datafarm_expert_{self.name}")
+            module = _load_module(path, f"datafarm_expert_{self.name}")
         if not callable(getattr(module, "solve", None)):
-            raise TypeError(f"{self.directory / 'expert.py'} must define solve(env, skills, params)")
+            raise TypeError(f"{path} must define solve(env, skills, params)")
         return module
 
     def load_judge(self) -> ModuleType:
-        module = _load_module(self.directory / "judge.py", f"datafarm_judge_{self.name}")
+        path = self.judge_file or self.directory / "judge.py"
+        module = _load_module(path, f"datafarm_judge_{self.name}")
         if not callable(getattr(module, "judge", None)):
-            raise TypeError(f"{self.directory / 'judge.py'} must define judge(trace, params) -> Verdict")
+            raise TypeError(f"{path} must define judge(trace, params) -> Verdict")
         return module
 
 
-def load_task_package(directory: str | Path) -> TaskPackage:
+def load_task_package(directory: str | Path, expert_file: Path | None = None,
+                      judge_file: Path | None = None) -> TaskPackage:
+    """Load the package in `directory`; the expert and judge may live elsewhere (a workspace)."""
     directory = Path(directory)
-    missing = [f for f in PACKAGE_FILES if not (directory / f).exists()]
+    elsewhere = {"expert.py": expert_file, "judge.py": judge_file}
+    missing = [f for f in PACKAGE_FILES if not elsewhere.get(f) and not (directory / f).exists()]
     if missing:
         raise FileNotFoundError(f"task package {directory} is missing {missing} (a package has {list(PACKAGE_FILES)})")
     info = TaskInfo.model_validate(yaml.safe_load((directory / "task.yaml").read_text()))
     params = yaml.safe_load((directory / "params.yaml").read_text()) or {}
-    return TaskPackage(directory, info, load_scene_spec(directory / "scene.yaml"), params)
+    return TaskPackage(directory, info, load_scene_spec(directory / "scene.yaml"), params, expert_file, judge_file)
 
 
 def _load_module(path: Path, name: str) -> ModuleType:

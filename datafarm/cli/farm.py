@@ -1,0 +1,213 @@
+"""Farm commands: prepare, farm, verify, cost, show, match, synth-calibration."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+console = Console()
+
+PHASE_HELP = "survey, build, contract, judge, expert, rollout, render, review, harvest, verify"
+
+
+# Exit status of an error a rerun cannot fix (a refused request, a rejected contract): `supervise`
+# stops on it instead of restarting.
+PERMANENT_ERROR = 3
+
+
+def _fail(message: str, code: int = 1) -> None:
+    console.print(f"[red]error:[/red] {message}")
+    raise typer.Exit(code)
+
+
+def prepare(
+    episode: Path = typer.Option(..., "--episode", help="Calibration episode: a LeRobot dataset or a folder of 3 mp4s + joints.csv."),
+    request_file: Path = typer.Option(..., "--request-file", help="The task request in plain words ('-' for stdin)."),
+    target_count: int = typer.Option(100, "--target-count", help="Admitted episodes to deliver."),
+    output: Path = typer.Option(..., "--output", help="New workspace folder."),
+    renderer: str = typer.Option("composite", help="composite (CPU) or wan-vace (GPU worker)."),
+) -> None:
+    """Bind a calibration episode and a request to a new workspace."""
+    from datafarm.calibration import CalibrationError
+    from datafarm.farm.prepare import prepare as run_prepare
+    from datafarm.farm.settings import FarmSettings
+    from datafarm.workspace import WorkspaceError
+
+    request = sys.stdin.read() if str(request_file) == "-" else _read(request_file)
+    try:
+        workspace = run_prepare(episode, request, output, FarmSettings(target_count=target_count, renderer=renderer))
+    except (CalibrationError, WorkspaceError) as error:
+        _fail(str(error))
+    console.print(f"workspace ready: [bold]{workspace.root}[/bold]; next: datafarm farm {workspace.root}")
+
+
+def _read(path: Path) -> str:
+    if not path.exists():
+        _fail(f"request file {path} not found")
+    return path.read_text()
+
+
+def farm(
+    workspace: Path = typer.Argument(..., help="The workspace from `datafarm prepare`."),
+    phase: str = typer.Option(None, help=f"Run only this phase ({PHASE_HELP})."),
+    until: str = typer.Option(None, help="Run the phases up to and including this one."),
+) -> None:
+    """Run every phase in order; done phases are skipped, so a rerun resumes where it stopped."""
+    from datafarm.author import RequestRefused
+    from datafarm.workspace import Workspace, WorkspaceError
+
+    try:
+        Workspace.open(workspace)  # a clear error before Prefect starts
+        from flows.farm import farm_flow
+
+        report = farm_flow(str(workspace), phase=phase, until=until)
+    except (WorkspaceError, RequestRefused) as error:
+        _fail(str(error), PERMANENT_ERROR)
+    if report is not None:
+        _print_verify(report)
+        if not report.ok:
+            raise typer.Exit(1)
+
+
+def verify(workspace: Path = typer.Argument(..., help="The workspace.")) -> None:
+    """Check the delivery: complete, unmodified (SHA-256 manifest), reviewed episode by episode."""
+    from datafarm.farm.deliver import verify as run_verify
+    from datafarm.workspace import Workspace, WorkspaceError
+
+    try:
+        report = run_verify(Workspace.open(workspace))
+    except WorkspaceError as error:
+        _fail(str(error))
+    _print_verify(report)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+def _print_verify(report) -> None:
+    if report.ok:
+        console.print(f"[green]verified[/green]: {report.episodes} episodes, {report.checked_files} files unmodified, all reviewed")
+    else:
+        console.print(f"[red]verify found {len(report.problems)} problem(s):[/red]")
+        for problem in report.problems:
+            console.print(f"  - {problem}")
+
+
+def cost(workspace: Path = typer.Argument(..., help="The workspace.")) -> None:
+    """What the run cost, per phase and per episode."""
+    from datafarm.costs import CostLedger
+    from datafarm.farm.episodes import admitted_episodes
+    from datafarm.workspace import Workspace, WorkspaceError
+
+    try:
+        ws = Workspace.open(workspace)
+    except WorkspaceError as error:
+        _fail(str(error))
+    ledger = CostLedger(ws.root)
+    table = Table(title=f"cost of {ws.root.name}")
+    for column in ("phase", "cpu USD", "gpu USD", "llm USD", "total USD"):
+        table.add_column(column, justify="right" if column != "phase" else "left")
+    for phase, items in ledger.by_phase().items():
+        llm = sum(v for k, v in items.items() if k.startswith("llm"))
+        table.add_row(phase, f"{items.get('cpu', 0):.5f}", f"{items.get('gpu', 0):.5f}", f"{llm:.5f}", f"{items['total']:.5f}")
+    console.print(table)
+    admitted = admitted_episodes(ws)
+    per_episode = ledger.by_episode()
+    console.print(f"total ${ledger.total():.4f}; {len(admitted)} admitted episodes; "
+                  f"${ledger.total() / max(1, len(admitted)):.4f} per admitted episode")
+    if per_episode:
+        shown = ", ".join(f"{k}: ${v:.4f}" for k, v in sorted(per_episode.items())[:10])
+        console.print(f"per episode (rollout + render + review): {shown}{' ...' if len(per_episode) > 10 else ''}")
+
+
+def show(
+    workspace: Path = typer.Argument(..., help="The workspace."),
+    episode: int = typer.Option(None, "--episode", help="Episode index (default: the first)."),
+) -> None:
+    """Contact sheet PNG and preview mp4 of an episode, sim beside rendered."""
+    from datafarm.farm.show import show_episode
+    from datafarm.workspace import Workspace, WorkspaceError
+
+    try:
+        sheet, preview = show_episode(Workspace.open(workspace), episode)
+    except WorkspaceError as error:
+        _fail(str(error))
+    console.print(f"contact sheet: [bold]{sheet}[/bold]\npreview: [bold]{preview}[/bold]")
+
+
+def match(request_file: Path = typer.Option(..., "--request-file", help="The request ('-' for stdin).")) -> None:
+    """Print the task the configured author would build for a request, or the refusal."""
+    from datafarm.author import BuiltinAuthor, RequestRefused
+
+    request = sys.stdin.read() if str(request_file) == "-" else _read(request_file)
+    try:
+        found = BuiltinAuthor().match(request)
+    except RequestRefused as refusal:
+        _fail(str(refusal))
+    console.print(f"{found.task}: {found.reason}")
+
+
+def synth_calibration(
+    output: Path = typer.Option(..., "--output", help="Folder for the LeRobot calibration dataset."),
+    task: str = typer.Option(None, "--task", help="Built-in task whose scene to record (default: the bare rig)."),
+) -> None:
+    """Record a synthetic calibration episode from the simulated rig (says so in its metadata)."""
+    from datafarm.calibration import synth_calibration as run_synth
+
+    path = run_synth(output, task)
+    console.print(f"synthetic calibration episode: [bold]{path}[/bold]")
+
+
+def context(
+    workspace: Path = typer.Argument(..., help="The workspace."),
+    role: str = typer.Option(..., "--role", help="surveyor, scene_builder, contract_author, contract_reviewer, "
+                                                 "expert_author, judge_author, episode_reviewer"),
+) -> None:
+    """Compile what a role receives into one file, and record its SHA-256 in the workspace."""
+    from datafarm.agent.roles import compile_context, get_role
+    from datafarm.agent.tools import judge_api_text, skill_api_text
+    from datafarm.workspace import Workspace, WorkspaceError
+
+    try:
+        ws = Workspace.open(workspace)
+        spec = get_role(role)
+    except (WorkspaceError, KeyError) as error:
+        _fail(str(error).strip('"'))
+    survey = ws.read_json("survey.json") if ws.path("survey.json").exists() else None
+    api = judge_api_text() if role == "judge_author" else skill_api_text()
+    text, digest = compile_context(spec, ws.path("request.txt").read_text(), survey, api)
+    path = ws.write_text(f"contexts/{role}.md", text)
+    ws.meta.setdefault("contexts", {})[role] = digest
+    ws.save_meta()
+    console.print(f"{path} (sha256 {digest})")
+
+
+def supervise(
+    workspace: Path = typer.Argument(..., help="The workspace."),
+    max_runs: int = typer.Option(5, help="Give up after this many runs."),
+    backoff: float = typer.Option(5.0, help="Seconds before the first restart (doubling)."),
+) -> None:
+    """Run the farm until the task is delivered, restarting after crashes, kills and provider errors."""
+    from datafarm.farm.deliver import verify as run_verify
+    from datafarm.farm.supervise import supervise as run_supervise
+    from datafarm.workspace import Workspace, WorkspaceError
+
+    try:
+        ws = Workspace.open(workspace)
+    except WorkspaceError as error:
+        _fail(str(error))
+    result = run_supervise([sys.executable, "-m", "datafarm.cli.main", "farm", str(workspace)],
+                           delivered=lambda: run_verify(ws).ok, max_runs=max_runs, backoff_seconds=backoff,
+                           permanent_returncodes=[2, PERMANENT_ERROR])
+    if not result.delivered:
+        _fail(f"not delivered after {result.runs} runs (last exit {result.last_returncode}); see the log above")
+    console.print(f"[green]delivered[/green] after {result.runs} run(s)")
+
+
+def register(app: typer.Typer) -> None:
+    for command in (prepare, farm, verify, cost, show, match, context, supervise):
+        app.command()(command)
+    app.command(name="synth-calibration")(synth_calibration)

@@ -1,0 +1,194 @@
+"""build, contract, review (contract), judge and expert: the author writes the task package.
+
+The package is split across the workspace as DESIGN.md lays it out: scene/ (task.yaml, scene.yaml,
+params.yaml), judge/ (judge.py, hidden from the expert's author), expert/ (expert.py + report).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from datafarm.author import Author, BuiltinAuthor, RequestRefused
+from datafarm.farm.prepare import load_png, save_png, settings_of
+from datafarm.scene.builder import build_scene
+from datafarm.scene.spec import load_scene_spec
+from datafarm.sim.config import load_rig_config
+from datafarm.sim.rig import DualArmRig
+from datafarm.task.package import TaskPackage, load_task_package
+from datafarm.task.randomization import RandomizationConfig, sample_episode
+from datafarm.task.rollout import run_episode
+from datafarm.viz import tile_views
+from datafarm.workspace import Workspace, WorkspaceError
+
+SCENE_FILES = ("task.yaml", "scene.yaml", "params.yaml")
+REVIEW_RENDERED_CAMERAS = ("head", "left_wrist", "right_wrist")
+
+
+def get_author(workspace: Workspace) -> Author:
+    """The author the bindings configure (agent: builtin | litellm); builtin when there are none."""
+    from datafarm.agent.bindings import load_bindings
+
+    bindings = load_bindings(workspace.root)
+    if bindings.agent == "builtin":
+        return BuiltinAuthor()
+    from datafarm.agent.expert_runner import sandboxed_expert_runner
+    from datafarm.agent.runtime import LLMAuthor
+    from datafarm.costs import CostLedger
+
+    workdir = workspace.path(".authoring", "agent")
+    return LLMAuthor(bindings, workdir, CostLedger(workspace.root), survey=workspace.read_json("survey.json"),
+                     expert_runner=sandboxed_expert_runner(workdir))
+
+
+def workspace_package(workspace: Workspace) -> TaskPackage:
+    """The task package as the workspace holds it (scene/, expert/, judge/)."""
+    expert = workspace.path("expert", "expert.py")
+    judge = workspace.path("judge", "judge.py")
+    return load_task_package(workspace.path("scene"), expert if expert.exists() else None,
+                             judge if judge.exists() else None)
+
+
+def build(workspace: Workspace) -> dict:
+    """Match the request, write the scene, and ground it: sim renders beside the calibration frames."""
+    author = get_author(workspace)
+    request = workspace.path("request.txt").read_text()
+    match = author.match(request)  # RequestRefused says what can be built and how to get more
+    with tempfile.TemporaryDirectory() as tmp:
+        package_dir = author.write_package(match, Path(tmp) / "package")
+        scene_dir = Path(tmp) / "scene"
+        scene_dir.mkdir()
+        for name in SCENE_FILES:
+            shutil.copy(package_dir / name, scene_dir / name)
+        workspace.copy_in(scene_dir, "scene")
+        # Kept for the judge and expert phases, which each take only their own file.
+        workspace.copy_in(package_dir, ".authoring/package")
+    workspace.meta["task"] = match.task
+    workspace.save_meta()
+    grounding = ground_scene(workspace)
+    report = {"task": match.task, "match": match.reason, "author": author.name, "grounding": grounding}
+    workspace.write_json("scene/grounding.json", report)
+    return report
+
+
+def ground_scene(workspace: Workspace) -> dict:
+    """Render the nominal scene at the rest pose and compare with calibration keyframe 0 per camera."""
+    spec = load_scene_spec(workspace.path("scene", "scene.yaml"))
+    config = load_rig_config()
+    sample = sample_episode(spec, 0, RandomizationConfig.none(), 60.0, config.timing.control_hz)
+    rig = DualArmRig.create(config)
+    build_scene(rig, spec, sample.placements, workspace.path("scene"))
+    frames = rig.capture()
+    scores, pairs = {}, []
+    for name, frame in frames.items():
+        real = load_png(workspace, f"keyframes/{name}_0.png")
+        sim = frame.rgb
+        if real.shape != sim.shape:
+            from PIL import Image
+
+            real = np.asarray(Image.fromarray(real).resize((sim.shape[1], sim.shape[0])))
+        difference = np.abs(real.astype(np.float32) - sim.astype(np.float32)).mean() / 255
+        scores[name] = {"mean_abs_difference": round(float(difference), 4)}
+        pairs.append(np.concatenate([sim, real], axis=0))
+    save_png(workspace, "scene/grounding.png", tile_views(pairs))
+    return scores
+
+
+def contract(workspace: Workspace) -> dict:
+    """State what will be produced; the hidden judge is run once on a do-nothing rollout to name its
+    checks and prove it rejects doing nothing."""
+    settings = settings_of(workspace)
+    package = _authoring_package(workspace)
+
+    class _DoNothing:
+        @staticmethod
+        def solve(env, skills, params):
+            return None
+
+    control = run_episode(package, settings.seed_start, RandomizationConfig.none(), expert=_DoNothing())
+    contract_data = {
+        "task": package.name,
+        "instruction": package.info.instruction,
+        "request": workspace.path("request.txt").read_text().strip(),
+        "success_criteria": sorted(control.verdict.checks),
+        "negative_control": {"do_nothing_rejected": not control.success, "reason": control.verdict.reason},
+        "episode_count": settings.target_count,
+        "max_seconds": package.info.max_seconds,
+        "randomization": settings.randomization.model_dump(mode="json"),
+    }
+    render_contract = {
+        "renderer": settings.renderer,
+        "cameras": list(REVIEW_RENDERED_CAMERAS),
+        "fps": load_rig_config().timing.control_hz,
+        "prompts": {camera: f"{package.info.instruction} Real AgileX dual-arm PiPER rig, {camera} camera view, "
+                            "photographic, consistent lighting." for camera in REVIEW_RENDERED_CAMERAS},
+        "appearance": ["tablecloth texture", "light colour and intensity"],
+    }
+    workspace.write_json("contract.json", contract_data)
+    workspace.write_json("render_contract.json", render_contract)
+    return contract_data
+
+
+def review_contract(workspace: Workspace) -> dict:
+    """An independent reviewer (it sees the request and the contracts only) accepts or rejects."""
+    contract_data = workspace.read_json("contract.json")
+    render_contract = workspace.read_json("render_contract.json")
+    request = workspace.path("request.txt").read_text()
+    settings = settings_of(workspace)
+    families = contract_data["randomization"]
+    checks = {
+        "task_serves_request": _independent_match(request) in (contract_data["task"], None),
+        "episode_count_as_asked": contract_data["episode_count"] == settings.target_count,
+        "judge_rejects_doing_nothing": contract_data["negative_control"]["do_nothing_rejected"],
+        "success_criteria_named": len(contract_data["success_criteria"]) >= 2,
+        "randomization_families_on": all(families[k] for k in ("execution", "geometry", "appearance", "camera")),
+        "all_cameras_rendered": set(render_contract["cameras"]) == set(REVIEW_RENDERED_CAMERAS),
+    }
+    review = {"accepted": all(checks.values()), "checks": checks, "reviewer": "builtin"}
+    workspace.write_json("review/contract.json", review)
+    if not review["accepted"]:
+        failed = [k for k, ok in checks.items() if not ok]
+        raise WorkspaceError(f"the contract was rejected by its reviewer ({', '.join(failed)}); "
+                             f"see {workspace.path('review', 'contract.json')}")
+    return review
+
+
+def _independent_match(request: str) -> str | None:
+    """What the offline matcher makes of the request; None when the request is beyond it (an LLM
+    author may build tasks the built-in one cannot, and then this check cannot object)."""
+    try:
+        return BuiltinAuthor().match(request).task
+    except RequestRefused:
+        return None
+
+
+def write_judge(workspace: Workspace) -> dict:
+    workspace.copy_in(workspace.path(".authoring", "package", "judge.py"), "judge/judge.py")
+    return {"judge": "judge/judge.py"}
+
+
+def write_expert(workspace: Workspace) -> dict:
+    """Write the expert and try it on seeds against the hidden judge; it must pass often enough."""
+    settings = settings_of(workspace)
+    workspace.copy_in(workspace.path(".authoring", "package", "expert.py"), "expert/expert.py")
+    package = workspace_package(workspace)
+    trials = [run_episode(package, 1_000_000 + seed, settings.randomization, wall_limit=settings.episode_wall_limit)
+              for seed in range(settings.expert_trial_seeds)]
+    rate = sum(t.success for t in trials) / len(trials)
+    report = {"trial_seeds": [t.seed for t in trials], "success_rate": rate,
+              "failures": [{"seed": t.seed, "reason": t.verdict.reason, "error": t.error} for t in trials if not t.success]}
+    workspace.write_json("expert/report.json", report)
+    if rate < settings.expert_min_success:
+        raise WorkspaceError(f"the expert passed the hidden judge on {rate:.0%} of {len(trials)} trial seeds, below "
+                             f"the required {settings.expert_min_success:.0%}; see {workspace.path('expert', 'report.json')}")
+    return report
+
+
+def _authoring_package(workspace: Workspace) -> TaskPackage:
+    staged = workspace.path(".authoring", "package")
+    if not staged.exists():
+        raise WorkspaceError(f"{staged} is missing: rerun the build phase (`datafarm farm {workspace.root} --phase build`)")
+    return load_task_package(staged)

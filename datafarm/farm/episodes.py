@@ -1,0 +1,146 @@
+"""rollout, render and review: the per-episode phases.
+
+Layout per kept episode: episodes/NNNNNN/result.json (seed, verdict, sampled values),
+episodes/NNNNNN/trace.npz, episodes/NNNNNN/sim/ (the recorder layout), episodes/NNNNNN/render/
+(<camera>.mp4 + appearance.json) and episodes/NNNNNN/review.json. Every seed tried is appended to
+rollout/attempts.jsonl, so a resumed rollout continues after the last seed it tried.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from datafarm.farm.prepare import load_png, settings_of
+from datafarm.sim.recorder import RecordedEpisode
+from datafarm.task.package import TaskPackage
+from datafarm.task.rollout import run_episode
+from datafarm.workspace import Workspace
+
+ATTEMPTS = "rollout/attempts.jsonl"
+CAMERAS = ("head", "left_wrist", "right_wrist")
+
+
+def episode_dir(index: int) -> str:
+    return f"episodes/{index:06d}"
+
+
+@dataclass(frozen=True)
+class Attempt:
+    seed: int
+    accepted: bool
+    reason: str
+    index: int | None = None  # the episode it became, when accepted
+
+
+def attempts(workspace: Workspace) -> list[Attempt]:
+    path = workspace.path(ATTEMPTS)
+    if not path.exists():
+        return []
+    return [Attempt(**json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _log_attempt(workspace: Workspace, attempt: Attempt) -> None:
+    path = workspace.path(ATTEMPTS)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        f.write(json.dumps(attempt.__dict__) + "\n")
+
+
+def kept_episodes(workspace: Workspace) -> list[int]:
+    """Indices of episodes whose simulation is complete on disk."""
+    root = workspace.path("episodes")
+    if not root.exists():
+        return []
+    return sorted(int(p.name) for p in root.iterdir()
+                  if p.name.isdigit() and (p / "result.json").exists() and (p / "sim" / "episode.json").exists())
+
+
+def next_seed(workspace: Workspace) -> int:
+    tried = [a.seed for a in attempts(workspace)]
+    return max(tried) + 1 if tried else settings_of(workspace).seed_start
+
+
+def rollout_episode(workspace: Workspace, package: TaskPackage, seed: int, index: int) -> Attempt:
+    """Simulate `seed` physics-only; if the hidden judge accepts, replay it with cameras as episode `index`."""
+    settings = settings_of(workspace)
+    search = run_episode(package, seed, settings.randomization, wall_limit=settings.episode_wall_limit)
+    if not search.success:
+        attempt = Attempt(seed, False, search.error or search.verdict.reason)
+        _log_attempt(workspace, attempt)
+        return attempt
+    folder = workspace.path(episode_dir(index))
+    if folder.exists():
+        shutil.rmtree(folder)  # a half-written episode from a killed run
+    recorded = run_episode(package, seed, settings.randomization, record_dir=folder / "sim",
+                           wall_limit=settings.episode_wall_limit * 4)
+    if not recorded.success:  # physics replay diverged: do not keep an episode the judge did not see succeed
+        shutil.rmtree(folder, ignore_errors=True)
+        attempt = Attempt(seed, False, f"replay with cameras was rejected: {recorded.verdict.reason}")
+        _log_attempt(workspace, attempt)
+        return attempt
+    recorded.trace.save(folder / "trace.npz")
+    workspace.write_json(f"{episode_dir(index)}/result.json", {**recorded.to_dict(), "index": index})
+    attempt = Attempt(seed, True, recorded.verdict.reason, index)
+    _log_attempt(workspace, attempt)
+    return attempt
+
+
+def calibration_references(workspace: Workspace) -> dict[str, list]:
+    """Real reference frames per camera from the survey (for the head camera, its plate first)."""
+    references = {}
+    for camera in CAMERAS:
+        frames = [load_png(workspace, f"keyframes/{camera}_plate.png")]
+        index = 0
+        while workspace.path(f"keyframes/{camera}_{index}.png").exists():
+            frames.append(load_png(workspace, f"keyframes/{camera}_{index}.png"))
+            index += 1
+        references[camera] = frames
+    return references
+
+
+def render_episode(workspace: Workspace, index: int, renderer, references: dict[str, list],
+                   texture_pool) -> dict[str, Path]:
+    from datafarm.render import sample_appearance
+
+    result = workspace.read_json(f"{episode_dir(index)}/result.json")
+    appearance = sample_appearance(result["seed"], texture_pool)
+    staging = workspace.path(episode_dir(index), ".render-staging")
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir(parents=True)
+    episode = RecordedEpisode.load(workspace.path(episode_dir(index), "sim"))
+    renderer.render(episode, references, appearance, staging)
+    (staging / "appearance.json").write_text(json.dumps(appearance.to_dict(), indent=2, default=str))
+    final = workspace.path(episode_dir(index), "render")
+    if final.exists():
+        shutil.rmtree(final)
+    staging.rename(final)
+    return {camera: final / f"{camera}.mp4" for camera in CAMERAS}
+
+
+def rendered_videos(workspace: Workspace, index: int) -> dict[str, Path]:
+    folder = workspace.path(episode_dir(index), "render")
+    return {camera: folder / f"{camera}.mp4" for camera in CAMERAS}
+
+
+def review_episode(workspace: Workspace, index: int) -> dict:
+    from datafarm.review import review_episode as review
+
+    result = workspace.read_json(f"{episode_dir(index)}/result.json")
+    episode = RecordedEpisode.load(workspace.path(episode_dir(index), "sim"))
+    verdict = review(episode, rendered_videos(workspace, index), result["verdict"])
+    data = {"index": index, "seed": result["seed"], **verdict.to_dict()}
+    workspace.write_json(f"{episode_dir(index)}/review.json", data)
+    return data
+
+
+def admitted_episodes(workspace: Workspace) -> list[int]:
+    admitted = []
+    for index in kept_episodes(workspace):
+        path = workspace.path(episode_dir(index), "review.json")
+        if path.exists() and json.loads(path.read_text()).get("admitted"):
+            admitted.append(index)
+    return admitted

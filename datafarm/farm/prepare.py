@@ -1,0 +1,88 @@
+"""prepare and survey: bind the calibration episode and the request; read the calibration."""
+
+from __future__ import annotations
+
+import io
+import time
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from datafarm.calibration import load_calibration
+from datafarm.farm.settings import FarmSettings
+from datafarm.sim.config import load_rig_config
+from datafarm.workspace import Workspace, WorkspaceError, sha256_file
+from datafarm.workspace.workspace import sha256_json
+
+KEYFRAMES = 3
+
+
+def prepare(calibration: Path, request: str, output: Path, settings: FarmSettings) -> Workspace:
+    """Validate the inputs, then create the workspace. Nothing is created if an input is bad."""
+    if not request.strip():
+        raise WorkspaceError("the request is empty: write the task in plain words in the --request-file")
+    episode = load_calibration(calibration)  # raises CalibrationError naming the file and the fix
+    workspace = Workspace.initialise(output, {"settings": settings.model_dump(mode="json")})
+    workspace.write_text("request.txt", request.strip() + "\n")
+    workspace.copy_in(calibration, "calibration")
+    workspace.meta["calibration"] = {
+        "source": str(Path(calibration).resolve()),
+        "synthetic": episode.synthetic,
+        "frames": int(len(episode.state)),
+        "fps": episode.fps,
+        "files": {f: sha256_file(workspace.path(f)) for f in workspace.files_under("calibration")},
+    }
+    workspace.save_meta()
+    started = time.time()
+    workspace.record_phase("prepare", sha256_json(workspace.meta["calibration"]["files"]),
+                           ["request.txt", "calibration"], started)
+    return workspace
+
+
+def settings_of(workspace: Workspace) -> FarmSettings:
+    return FarmSettings.model_validate(workspace.meta["settings"])
+
+
+def survey(workspace: Workspace) -> dict:
+    """Keyframes and background plates per camera, camera models, table plane, object inventory."""
+    episode = load_calibration(workspace.path("calibration"))
+    rig = load_rig_config()
+    cameras = {}
+    for name, frames in episode.frames.items():
+        height, width = frames.shape[1:3]
+        spec = rig.cameras[name]
+        for i, frame in enumerate(episode.keyframes(KEYFRAMES)[name]):
+            save_png(workspace, f"keyframes/{name}_{i}.png", frame)
+        save_png(workspace, f"keyframes/{name}_plate.png", episode.background_plate(name))
+        fy = height / 2 / np.tan(np.deg2rad(spec.fovy_deg) / 2)
+        cameras[name] = {
+            "width": int(width), "height": int(height), "mount": spec.mount,
+            # A synthetic calibration carries the true camera model; real footage gets the rig's
+            # nominal one until camera calibration from the images lands.
+            "intrinsics": episode.meta.get("cameras", {}).get(name, {}).get(
+                "intrinsics", [[fy, 0, width / 2], [0, fy, height / 2], [0, 0, 1]]),
+            "eye": list(spec.eye), "target": list(spec.target),
+            "source": "calibration metadata" if episode.synthetic else "rig nominal",
+        }
+    survey_data = {
+        "calibration_frames": int(len(episode.state)),
+        "fps": episode.fps,
+        "synthetic": episode.synthetic,
+        "cameras": cameras,
+        "table_plane": {"normal": [0, 0, 1], "height": rig.table.height, "source": "rig nominal"},
+        "objects": episode.meta.get("objects", []),
+        "joint_range": {"min": episode.state.min(axis=0).round(4).tolist(), "max": episode.state.max(axis=0).round(4).tolist()},
+    }
+    workspace.write_json("survey.json", survey_data)
+    return survey_data
+
+
+def save_png(workspace: Workspace, relative: str, image) -> Path:
+    buffer = io.BytesIO()
+    (image if isinstance(image, Image.Image) else Image.fromarray(image)).save(buffer, format="PNG")
+    return workspace.write_bytes(relative, buffer.getvalue())
+
+
+def load_png(workspace: Workspace, relative: str) -> np.ndarray:
+    return np.asarray(Image.open(workspace.path(relative)).convert("RGB"))
