@@ -1,0 +1,101 @@
+"""Episode review: a good composite render is admitted; corrupted renders are rejected by the right check."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from datafarm.media import read_video, write_video
+from datafarm.render import get_renderer, sample_appearance
+from datafarm.review import ReviewThresholds, review_episode
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def good_render(sim_episode, references, tmp_path_factory):
+    return get_renderer("composite").render(sim_episode, references, sample_appearance(2),
+                                            tmp_path_factory.mktemp("good"))
+
+
+@pytest.fixture(scope="module")
+def verdict(sim_episode, tmp_path_factory):
+    return json.loads((sim_episode.directory.parent / "verdict.json").read_text())
+
+
+def _corrupt(good: dict, tmp_path, camera: str, change) -> dict:
+    """A copy of the good render with one camera's frames passed through `change` (or its bytes replaced)."""
+    paths = {}
+    for name, path in good.items():
+        paths[name] = shutil.copy(path, tmp_path / path.name)
+    target = tmp_path / f"{camera}.mp4"
+    if change == "garbage":
+        data = bytearray(target.read_bytes())
+        rng = np.random.default_rng(0)
+        target.write_bytes(bytes(rng.permutation(np.frombuffer(bytes(data), np.uint8))))
+    else:
+        write_video(target, change(read_video(good[camera])), 30)
+    return {name: type(good[name])(path) for name, path in paths.items()}
+
+
+def test_good_composite_render_is_admitted(sim_episode, good_render, verdict):
+    assert verdict["success"]
+    review = review_episode(sim_episode, good_render, verdict)
+    assert review.admitted, review.reasons
+    record = review.to_dict()
+    assert record["admitted"] and record["reasons"] == []
+    names = {check["name"] for check in record["checks"]}
+    assert {"timestamps", "frame_count", "fps", "decodes", "black_frames", "blank_frames", "frozen_frames",
+            "robot_mask_iou", "static_flicker", "judge_verdict"} <= names
+    head_iou = next(c for c in review.checks if c.name == "robot_mask_iou" and c.camera == "head")
+    assert head_iou.value is not None and head_iou.value > 0.75
+    json.dumps(record)  # review.json is plain JSON
+
+
+def _black(frames):
+    frames = frames.copy()
+    frames[5:8] = 0
+    return frames
+
+
+def _frozen(frames):
+    frames = frames.copy()
+    frames[10:30] = frames[10]
+    return frames
+
+
+def _flicker(frames):
+    gains = 1 + 0.08 * np.where(np.arange(len(frames)) % 2 == 0, 1, -1)
+    return np.clip(frames * gains[:, None, None, None], 0, 255).astype(np.uint8)
+
+
+def _shifted(frames):
+    return np.roll(frames, (40, 60), axis=(1, 2))
+
+
+@pytest.mark.parametrize("camera, change, failing", [
+    ("head", _black, "black_frames"),
+    ("left_wrist", _frozen, "frozen_frames"),
+    ("head", "garbage", "decodes"),
+    ("right_wrist", lambda frames: frames[:-4], "frame_count"),
+    ("head", _flicker, "static_flicker"),
+    ("head", _shifted, "robot_mask_iou"),
+    ("head", lambda frames: frames[::-1], "robot_mask_iou"),
+])
+def test_corrupted_render_is_rejected_by_the_right_check(sim_episode, good_render, verdict, tmp_path, camera,
+                                                         change, failing):
+    corrupted = _corrupt(good_render, tmp_path, camera, change)
+    review = review_episode(sim_episode, corrupted, verdict)
+    assert not review.admitted
+    failed = [(c.name, c.camera) for c in review.checks if not c.passed]
+    assert (failing, camera) in failed, review.reasons
+    assert any(reason.startswith(f"{failing}[{camera}]") for reason in review.reasons)
+
+
+def test_failed_judge_and_missing_view_are_rejected(sim_episode, good_render):
+    review = review_episode(sim_episode, good_render, {"success": False, "reason": "failed: apple_on_scale"})
+    assert not review.admitted and review.failed() == ["judge_verdict"]
+    partial = {k: v for k, v in good_render.items() if k != "right_wrist"}
+    review = review_episode(sim_episode, partial, {"success": True}, ReviewThresholds())
+    assert review.failed() == ["views_present"]
