@@ -82,13 +82,13 @@ def rollout_episode_task(workspace_path: str, seed: int, index: int) -> episodes
 @task(name="render-episode", task_run_name="render episode {index}", retries=2, retry_delay_seconds=5,
       tags=["render"], cache_policy=None)
 def render_episode_task(workspace_path: str, index: int, renderer_name: str) -> dict[str, str]:
-    from datafarm.render import get_renderer, texture_pool
+    from datafarm.render import get_renderer
 
     workspace = Workspace.open(workspace_path)
     renderer = get_renderer(renderer_name)
     references = episodes.calibration_references(workspace)
     with _accounted(workspace, "render", index):
-        paths = episodes.render_episode(workspace, index, renderer, references, texture_pool())
+        paths = episodes.render_episode(workspace, index, renderer, references, episodes.texture_pool())
     return {camera: str(path) for camera, path in paths.items()}
 
 

@@ -8,6 +8,7 @@ rollout/attempts.jsonl, so a resumed rollout continues after the last seed it tr
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 from dataclasses import dataclass
@@ -99,6 +100,19 @@ def calibration_references(workspace: Workspace) -> dict[str, list]:
             index += 1
         references[camera] = frames
     return references
+
+
+@functools.cache
+def texture_pool():
+    """Tablecloths: real table-surface crops from the RoboMIND AgileX footage, plus procedural ones."""
+    from datafarm.calibration import appearance_references
+    from datafarm.render import TexturePool, crop_table_textures
+
+    try:
+        real = crop_table_textures(appearance_references(8))
+    except FileNotFoundError:  # the footage lives in shared/; without it, procedural cloths only
+        real = ()
+    return TexturePool(real=tuple(real))
 
 
 def render_episode(workspace: Workspace, index: int, renderer, references: dict[str, list],
