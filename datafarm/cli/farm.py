@@ -207,7 +207,21 @@ def supervise(
     console.print(f"[green]delivered[/green] after {result.runs} run(s)")
 
 
+def robomind_calibration(
+    output: Path = typer.Option(..., "--output", help="Folder to write (three mp4s + joints.csv + README.txt)."),
+    clip: str = typer.Option("AX-PackPlate.mp4", help="Which real RoboMIND AgileX clip (shared/data/agilex_robomind/videos)."),
+) -> None:
+    """A calibration folder from real AgileX footage (head view real; wrists are crops; joints at rest)."""
+    from datafarm.calibration import load_calibration, robomind_calibration_folder
+
+    folder = robomind_calibration_folder(output, clip=clip)
+    episode = load_calibration(folder)
+    console.print(f"real-footage calibration folder: [bold]{folder}[/bold] ({episode.num_frames} frames; "
+                  f"see its README.txt for what is real)")
+
+
 def register(app: typer.Typer) -> None:
     for command in (prepare, farm, verify, cost, show, match, context, supervise):
         app.command()(command)
     app.command(name="synth-calibration")(synth_calibration)
+    app.command(name="robomind-calibration")(robomind_calibration)
