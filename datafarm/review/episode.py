@@ -114,9 +114,12 @@ def _robot_check(episode: RecordedEpisode, sim: SimView, measures: ViewMeasures,
     ref_frames = np.unique(np.linspace(offset, frames - 1 - offset, MASK_REFERENCE_FRAMES).round().astype(int)).tolist()
     depth = load_camera_arrays(episode, sim.camera, depth_frames=ref_frames)["depth_m"]
     agreement = robot_mask_agreement(sim, measures.blocks, dict(zip(ref_frames, depth)), planes, eval_frames,
-                                     ref_frames, thresholds.robot_difference_level)
+                                     ref_frames, thresholds.robot_difference_level, thresholds.robot_difference_min_level,
+                                     thresholds.robot_noise_factor)
+    calibration = (f"robot level {agreement.level:.1f}" if agreement.background_error is None else
+                   f"robot level {agreement.level:.1f} from background error {agreement.background_error:.1f}")
     if agreement.iou is None:
         return Check(name, True, None, limit, sim.camera,
                      f"not applicable: only {agreement.union_blocks} robot blocks against estimable background")
     return Check(name, agreement.iou >= limit, round(agreement.iou, 4), limit, sim.camera,
-                 f"{agreement.union_blocks} blocks over {agreement.frames} frames")
+                 f"{agreement.union_blocks} blocks over {agreement.frames} frames; {calibration}")

@@ -10,6 +10,15 @@ moving cameras alike. Pixels that differ clearly from their background estimate 
 robot mask, compared with the sim's robot mask. All of it on BLOCK x BLOCK block means, so texture
 detail, small misregistration and compression noise do not matter; blocks showing task objects or
 half robot / half background are left out.
+
+"Differ clearly" is calibrated per view, not fixed: a robot may be rendered in nearly the table's or
+floor's colour (a grey gripper on grey concrete differs by ~10 levels), which a fixed level of 30 misses
+entirely (IoU 0.02 on a correct render). So the error of the background estimate itself is measured on
+the blocks the sim says are unoccluded table / floor (robot and object fraction 0), and a block counts as
+robot when it differs by more than `noise_factor` x the 99th percentile of that error, clipped to
+[`min_level`, `max_level`]. On good renders that error is a few levels (codec noise), so faint robots are
+found; where the estimate is poor, or the render disagrees with the sim (shifted, reversed: robot
+pixels land on sim background), the percentile is large and the level stays at `max_level`.
 """
 
 from __future__ import annotations
@@ -26,6 +35,8 @@ from datafarm.review.view_analysis import BLOCK, SimView
 _DEPTH_TOLERANCE_M = 0.03
 _DEPTH_TOLERANCE_REL = 0.03
 _MIN_UNION_BLOCKS = 20
+_MIN_NOISE_BLOCKS = 200  # fewer background blocks than this: no calibration, the level stays at max_level
+_NOISE_PERCENTILE = 99.0
 
 
 @dataclass(frozen=True)
@@ -33,6 +44,8 @@ class MaskAgreement:
     iou: float | None  # None when too little robot was visible against estimable background
     union_blocks: int
     frames: int
+    level: float = float("nan")  # the difference level used: a block differing more is estimated robot
+    background_error: float | None = None  # 99th percentile |render - estimate| on sim background blocks
 
 
 def _block_fraction(mask: np.ndarray) -> np.ndarray:
@@ -50,18 +63,21 @@ def _block_rays(sim: SimView) -> tuple[np.ndarray, int, int]:
 
 def robot_mask_agreement(sim: SimView, blocks: np.ndarray, depth: dict[int, np.ndarray],
                          planes: list[tuple[float, int]], eval_frames: list[int], ref_frames: list[int],
-                         difference_level: float) -> MaskAgreement:
+                         max_level: float, min_level: float | None = None,
+                         noise_factor: float = 2.0) -> MaskAgreement:
     """IoU (summed over `eval_frames`) of the estimated vs simulated robot mask, in blocks.
 
     `blocks`: rendered block means (T, rows, cols, 3); `depth`: sim depth (H, W) in metres for every
-    reference frame; `planes`: (height m, class) pairs, the table and floor planes.
+    reference frame; `planes`: (height m, class) pairs, the table and floor planes. A block is estimated
+    robot when it differs from its background estimate by more than `noise_factor` x the measured
+    background-estimate error, clipped to [`min_level`, `max_level`] (`min_level` None: fixed `max_level`).
     """
     rays, rows, cols = _block_rays(sim)
     refs = {}
     for t in ref_frames:
         fractions = {c: _block_fraction(sim.classes[t] == c) for c in (TABLE, BACKGROUND)}
         refs[t] = (fractions, _block_fraction(depth[t]))
-    intersection = union = 0
+    measured = []  # per eval frame: (difference, estimable, robot fraction, object fraction)
     for t in eval_frames:
         samples = []
         for height, plane_class in planes:
@@ -92,11 +108,29 @@ def robot_mask_agreement(sim: SimView, blocks: np.ndarray, depth: dict[int, np.n
             background = np.nanmedian(np.stack(samples), axis=0)
         estimable = np.isfinite(background).all(axis=1).reshape(rows, cols)
         difference = np.abs(blocks[t].reshape(-1, 3) - background).max(axis=1).reshape(rows, cols)
-        estimated = estimable & (difference > difference_level)
-        robot = _block_fraction(sim.classes[t] == ROBOT)
-        considered = estimable & (_block_fraction(sim.classes[t] == OBJECT) == 0) & ((robot <= 0.2) | (robot >= 0.8))
+        measured.append((difference, estimable, _block_fraction(sim.classes[t] == ROBOT),
+                         _block_fraction(sim.classes[t] == OBJECT)))
+    level, background_error = _difference_level(measured, max_level, min_level, noise_factor)
+    intersection = union = 0
+    for difference, estimable, robot, objects in measured:
+        estimated = estimable & (difference > level)
+        considered = estimable & (objects == 0) & ((robot <= 0.2) | (robot >= 0.8))
         simulated = robot >= 0.8
         intersection += int((estimated & simulated & considered).sum())
         union += int(((estimated | simulated) & considered).sum())
     iou = intersection / union if union >= _MIN_UNION_BLOCKS else None
-    return MaskAgreement(iou, union, len(eval_frames))
+    return MaskAgreement(iou, union, len(eval_frames), level, background_error)
+
+
+def _difference_level(measured: list, max_level: float, min_level: float | None,
+                      noise_factor: float) -> tuple[float, float | None]:
+    """The robot difference level of a view, from its background-estimate error; and that error."""
+    errors = [difference[estimable & (robot == 0) & (objects == 0)]
+              for difference, estimable, robot, objects in measured]
+    errors = np.concatenate(errors) if errors else np.zeros(0, np.float32)
+    if len(errors) < _MIN_NOISE_BLOCKS:
+        return float(max_level), None
+    background_error = float(np.percentile(errors, _NOISE_PERCENTILE))
+    if min_level is None:
+        return float(max_level), background_error
+    return float(np.clip(noise_factor * background_error, min_level, max_level)), background_error
