@@ -140,14 +140,23 @@ def show(
 
 def match(request_file: Path = typer.Option(..., "--request-file", help="The request ('-' for stdin).")) -> None:
     """Print the task the configured author would build for a request, or the refusal."""
+    import tempfile
+
+    from datafarm.agent.bindings import load_bindings
     from datafarm.author import BuiltinAuthor, RequestRefused
 
     request = sys.stdin.read() if str(request_file) == "-" else _read(request_file)
+    bindings = load_bindings()  # bindings.json here, DATAFARM_BINDINGS or DATAFARM_* variables
     try:
-        found = BuiltinAuthor().match(request)
+        if bindings.agent == "builtin":
+            found = BuiltinAuthor().match(request)
+        else:
+            from datafarm.agent.runtime import LLMAuthor
+
+            found = LLMAuthor(bindings, Path(tempfile.mkdtemp(prefix="datafarm-match-"))).match(request)
     except RequestRefused as refusal:
         _fail(str(refusal))
-    console.print(f"{found.task}: {found.reason}")
+    console.print(f"{found.task} ({bindings.agent} author): {found.reason}")
 
 
 def synth_calibration(

@@ -38,3 +38,28 @@ def test_sim_show_writes_a_contact_sheet_and_a_preview(tmp_path):
     preview = read_video(tmp_path / "preview.mp4")
     assert preview.shape[2] == 3 * 320 and preview.shape[0] > 60
     assert np.abs(preview[0].astype(int) - preview[len(preview) // 3].astype(int)).mean() > 1  # it moves
+
+
+def test_match_prints_the_task_or_exits_non_zero_with_the_refusal(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no bindings.json here: the built-in author
+    monkeypatch.delenv("DATAFARM_AGENT", raising=False)
+    monkeypatch.delenv("DATAFARM_BINDINGS", raising=False)
+    found = runner.invoke(app, ["match", "--request-file", "-"], input="please weigh the apple\n")
+    assert found.exit_code == 0 and "apple_on_scale" in found.output
+    refused = runner.invoke(app, ["match", "--request-file", "-"], input="pour the water\n")
+    assert refused.exit_code != 0 and "cannot build" in refused.output and "litellm" in refused.output
+
+
+def test_prepare_refuses_a_bad_calibration_and_creates_nothing(tmp_path):
+    request = tmp_path / "request.txt"
+    request.write_text("Place the apple on the scale.")
+    (tmp_path / "calib").mkdir()
+    result = runner.invoke(app, ["prepare", "--episode", str(tmp_path / "calib"), "--request-file", str(request),
+                                 "--target-count", "2", "--output", str(tmp_path / "ws")])
+    assert result.exit_code != 0 and "error" in result.output
+    assert not (tmp_path / "ws").exists()
+
+
+def test_farm_on_a_folder_that_is_no_workspace_says_how_to_make_one(tmp_path):
+    result = runner.invoke(app, ["farm", str(tmp_path)])
+    assert result.exit_code != 0 and "datafarm prepare" in result.output
