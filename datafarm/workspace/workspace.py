@@ -18,6 +18,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 LAYOUT_VERSION = 1
+_UMASK = os.umask(0)
+os.umask(_UMASK)
 META_FILE = "workspace.json"
 
 
@@ -88,6 +90,7 @@ class Workspace:
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; deliveries are for other people too
         os.replace(tmp, target)
         return target
 

@@ -46,3 +46,8 @@ def test_the_cost_ledger_prices_cpu_and_sums_by_phase_and_episode(workspace):
     with ledger.measure_cpu("survey"):
         sum(i * i for i in range(200_000))
     assert ledger.by_phase()["survey"]["cpu"] > 0
+
+
+def test_written_files_are_readable_by_others(workspace):
+    path = workspace.write_text("reports/x.json", "{}")
+    assert path.stat().st_mode & 0o044 == 0o044
