@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from datafarm.agent import SandboxError, SandboxLimits, run_python_in_sandbox, run_sandboxed
+from datafarm.paths import REPO_ROOT  # an editable install imports datafarm from the checkout
 
 
 
@@ -173,7 +174,7 @@ def test_a_python_module_runner_writes_into_its_workspace(tmp_path):
         "import json, sys\nimport datafarm\n"
         "open(sys.argv[2], 'w').write(json.dumps({'seed': int(sys.argv[1]), 'lib': datafarm.__version__}))\n")
     result = run_sandboxed([sys.executable, "-m", "runner_pkg.runner", "7", str(workspace / "out.json")],
-                           workspace, readable=[code, Path(sys.prefix), Path(sys.base_prefix)],
+                           workspace, readable=[code, REPO_ROOT, Path(sys.prefix), Path(sys.base_prefix)],
                            env={"PYTHONPATH": str(code)}, limits=QUICK)
     assert result.ok, result.stderr
     assert '"seed": 7' in (workspace / "out.json").read_text()
