@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 
 from datafarm.library import get_task
-from datafarm.skills import GraspFailed, Unreachable, pose, top_down
 from datafarm.task.package import load_task_package
 from datafarm.task.randomization import RandomizationConfig, sample_episode
 from datafarm.task.rollout import run_episode, seed_search
