@@ -39,11 +39,12 @@ class Role:
 
 # ----- the registry (one screen) -------------------------------------------------------------------
 BASIC = (*FILE_TOOLS, "submit")
+SCENE = (*FILE_TOOLS, "preview_scene", "submit")
 EXPERT = (*FILE_TOOLS, "list_skill_api", "run_expert", "submit")
 ROLES: dict[str, Role] = {r.name: r for r in (
     #    name                 instruction             phase              tools   reads                     writes
     Role("surveyor",          "surveyor.md",          "survey",          BASIC,  ("keyframes",),           ("survey",)),
-    Role("scene_builder",     "scene_builder.md",     "build",           BASIC,  ("survey", "keyframes"),  ("scene",)),
+    Role("scene_builder",     "scene_builder.md",     "build",           SCENE,  ("survey", "keyframes"),  ("scene",)),
     Role("contract_author",   "contract_author.md",   "contract",        BASIC,  ("scene",),               ("contract",)),
     Role("contract_reviewer", "contract_reviewer.md", "review_contract", BASIC,  ("contract",),            ("review/contract",)),
     Role("judge_author",      "judge_author.md",      "judge",           BASIC,  ("scene", "contract"),    ("judge",)),

@@ -14,6 +14,8 @@ and lost connections are retried with exponential backoff, a bounded number of t
 
 from __future__ import annotations
 
+import base64
+
 import json
 import logging
 import os
@@ -229,6 +231,10 @@ class Session:
             outcome = self.toolbox.call(name, arguments)
             self.transcript.append("tool", turn=self.turns, name=name, ok=outcome.ok, chars=len(outcome.content))
             self._add({"role": "tool", "tool_call_id": call["id"], "name": name, "content": outcome.content})
+            if outcome.images:  # tool results carry text only: images follow as a user message
+                self._add({"role": "user", "content": [{"type": "text", "text": f"Images from {name}:"}] + [
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(png).decode()}}
+                    for png in outcome.images]})
             if outcome.submitted is not None and submitted is None:
                 submitted = outcome.submitted
                 self.transcript.append("submitted", summary=submitted)

@@ -38,6 +38,7 @@ class ToolOutcome:
     content: str  # what the model receives as the tool result
     ok: bool = True
     submitted: str | None = None  # the accepted summary, when this was a successful submit
+    images: tuple[bytes, ...] = ()  # PNGs the session shows the model after the result (vision models)
 
 
 SCHEMAS: dict[str, dict[str, Any]] = {
@@ -63,6 +64,10 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                        "seeds": {"type": "array", "items": {"type": "integer", "minimum": 0},
                                  "minItems": 1, "maxItems": MAX_SEEDS}},
                        "required": ["seeds"]}},
+    "preview_scene": {"description": "Build scene/scene.yaml in the simulator at its nominal poses and look at it "
+                                     "from the three calibrated cameras (head, left_wrist, right_wrist), with the "
+                                     "calibration keyframes below for comparison. Returns an image.",
+                      "parameters": {"type": "object", "properties": {}}},
     "submit": {"description": "Finish the session. Your files must be complete; checks run and may refuse.",
                "parameters": {"type": "object", "properties": {
                    "summary": {"type": "string", "description": "what you did (first line: the answer asked for)"}},
@@ -188,6 +193,15 @@ class Toolbox:
         staged.replace(target)  # atomic: a killed session never leaves half a file
         return ToolOutcome(f"wrote {path} ({len(content.splitlines())} lines)")
 
+    def _tool_preview_scene(self) -> ToolOutcome:
+        scene_dir = self.resolve("scene")
+        if not (scene_dir / "scene.yaml").is_file():
+            raise ToolRefused("write scene/scene.yaml first")
+        keyframes = self.root / "keyframes" if "keyframes" in self.role.readable else None
+        png, counts = render_scene_preview(scene_dir, keyframes)
+        shown = ", ".join(f"{camera}: {n} scene pixels" for camera, n in counts.items())
+        return ToolOutcome(f"rendered the scene from head, left_wrist, right_wrist ({shown}); image follows", images=(png,))
+
     def _tool_list_files(self, folder: str = "") -> ToolOutcome:
         folders = [folder.strip("/")] if folder.strip("/") else list(self.role.readable)
         found = []
@@ -288,3 +302,35 @@ def in_process_expert_runner(root: Path, wall_limit: float = 120.0) -> ExpertRun
         return {"seeds": seeds, "successes": successes, "success_rate": successes / len(seeds), "failures": failures}
 
     return run
+
+
+def render_scene_preview(scene_dir: Path, keyframes: Path | None = None) -> tuple[bytes, dict[str, int]]:
+    """One PNG: the scene rendered from the rig's cameras (top row) and the calibration keyframes (bottom
+    row, when given); and per camera how many pixels show scene objects (0: the camera misses them)."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from datafarm.scene.builder import build_scene
+    from datafarm.scene.spec import load_scene_spec
+    from datafarm.sim.rig import DualArmRig
+    from datafarm.task.randomization import RandomizationConfig, sample_episode
+    from datafarm.viz import tile_views
+
+    spec = load_scene_spec(scene_dir / "scene.yaml")  # validated data, not code: safe to build here
+    rig = DualArmRig.create()
+    sample = sample_episode(spec, 0, RandomizationConfig.none(), 60.0, rig.config.timing.control_hz)
+    built = build_scene(rig, spec, sample.placements, scene_dir)
+    frames = rig.capture()
+    names = {*built.objects, *(n for f in built.fixtures.values() for n in f.entity_names())}
+    ids = [i for i, name in rig.segmentation_legend().items() if name in names]
+    counts = {camera: int(np.isin(frame.segmentation, ids).sum()) for camera, frame in frames.items()}
+    rows = [tile_views([frame.rgb for frame in frames.values()])]
+    if keyframes is not None and all((keyframes / f"{c}_0.png").exists() for c in frames):
+        rows.append(tile_views([np.asarray(Image.open(keyframes / f"{c}_0.png").convert("RGB")) for c in frames]))
+        if rows[1].shape[1] != rows[0].shape[1]:
+            rows[1] = np.asarray(Image.fromarray(rows[1]).resize((rows[0].shape[1], rows[0].shape[0])))
+    buffer = io.BytesIO()
+    Image.fromarray(np.concatenate(rows, axis=0)).save(buffer, format="PNG")
+    return buffer.getvalue(), counts

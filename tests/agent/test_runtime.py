@@ -340,3 +340,23 @@ def test_lost_connection_is_retried_then_reported(root: Path) -> None:
     with pytest.raises(AgentError, match=r"failed 2 times; last: \w+Error: .*Connection error"):
         expert_session(root, bindings, None, sleep=delays.append).run()
     assert delays == [0.01]
+
+
+# ----- the scene builder sees its scene from the calibrated cameras --------------------------------------------
+def test_preview_scene_renders_the_scene_for_vision_models(tmp_path: Path) -> None:
+    import io
+
+    from PIL import Image
+
+    from datafarm.agent.tools import Toolbox
+
+    toolbox = Toolbox(get_role("scene_builder"), tmp_path)
+    refused = toolbox.call("preview_scene", {})
+    assert not refused.ok and "scene/scene.yaml first" in refused.content
+    (tmp_path / "scene" / "scene.yaml").write_text((APPLE / "scene.yaml").read_text())
+    outcome = toolbox.call("preview_scene", {})
+    assert outcome.ok and len(outcome.images) == 1, outcome.content
+    image = Image.open(io.BytesIO(outcome.images[0]))
+    assert image.width == 3 * 320 and image.height == 240
+    assert "head: 0 scene pixels" not in outcome.content  # the head camera sees the apple and the scale
+    assert "preview_scene" not in [t["function"]["name"] for t in Toolbox(get_role("expert_author"), tmp_path).schemas()]
