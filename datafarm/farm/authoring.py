@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from datafarm.author import Author, BuiltinAuthor, RequestRefused
-from datafarm.farm.prepare import load_png, save_png, settings_of
+from datafarm.farm.prepare import calibrated_rig_config, load_png, save_png, settings_of
 from datafarm.scene.builder import build_scene
 from datafarm.scene.spec import load_scene_spec
 from datafarm.sim.config import load_rig_config
@@ -77,7 +77,7 @@ def build(workspace: Workspace) -> dict:
 def ground_scene(workspace: Workspace) -> dict:
     """Render the nominal scene at the rest pose and compare with calibration keyframe 0 per camera."""
     spec = load_scene_spec(workspace.path("scene", "scene.yaml"))
-    config = load_rig_config()
+    config = calibrated_rig_config(workspace)
     sample = sample_episode(spec, 0, RandomizationConfig.none(), 60.0, config.timing.control_hz)
     rig = DualArmRig.create(config)
     build_scene(rig, spec, sample.placements, workspace.path("scene"))

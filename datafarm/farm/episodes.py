@@ -14,7 +14,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from datafarm.farm.prepare import load_png, settings_of
+from datafarm.farm.prepare import calibrated_rig_config, load_png, settings_of
 from datafarm.sim.recorder import RecordedEpisode
 from datafarm.task.package import TaskPackage
 from datafarm.task.rollout import run_episode
@@ -67,7 +67,9 @@ def next_seed(workspace: Workspace) -> int:
 def rollout_episode(workspace: Workspace, package: TaskPackage, seed: int, index: int) -> Attempt:
     """Simulate `seed` physics-only; if the hidden judge accepts, replay it with cameras as episode `index`."""
     settings = settings_of(workspace)
-    search = run_episode(package, seed, settings.randomization, wall_limit=settings.episode_wall_limit)
+    rig_config = calibrated_rig_config(workspace)
+    search = run_episode(package, seed, settings.randomization, rig_config=rig_config,
+                         wall_limit=settings.episode_wall_limit)
     if not search.success:
         attempt = Attempt(seed, False, search.error or search.verdict.reason)
         _log_attempt(workspace, attempt)
@@ -75,7 +77,7 @@ def rollout_episode(workspace: Workspace, package: TaskPackage, seed: int, index
     folder = workspace.path(episode_dir(index))
     if folder.exists():
         shutil.rmtree(folder)  # a half-written episode from a killed run
-    recorded = run_episode(package, seed, settings.randomization, record_dir=folder / "sim",
+    recorded = run_episode(package, seed, settings.randomization, rig_config=rig_config, record_dir=folder / "sim",
                            wall_limit=settings.episode_wall_limit * 4)
     if not recorded.success:  # physics replay diverged: do not keep an episode the judge did not see succeed
         shutil.rmtree(folder, ignore_errors=True)

@@ -44,6 +44,19 @@ def settings_of(workspace: Workspace) -> FarmSettings:
     return FarmSettings.model_validate(workspace.meta["settings"])
 
 
+def calibrated_rig_config(workspace: Workspace):
+    """The rig config with the cameras the survey recorded (size, field of view, pose)."""
+    rig = load_rig_config()
+    cameras = dict(rig.cameras)
+    for name, camera in workspace.read_json("survey.json")["cameras"].items():
+        fy = camera["intrinsics"][1][1]
+        cameras[name] = rig.cameras[name].model_copy(update={
+            "width": camera["width"], "height": camera["height"],
+            "fovy_deg": float(np.rad2deg(2 * np.arctan(camera["height"] / 2 / fy))),
+            "eye": tuple(camera["eye"]), "target": tuple(camera["target"])})
+    return rig.model_copy(update={"cameras": cameras})
+
+
 def survey(workspace: Workspace) -> dict:
     """Keyframes and background plates per camera, camera models, table plane, object inventory."""
     episode = load_calibration(workspace.path("calibration"))

@@ -164,8 +164,10 @@ def _coacd_parts(mesh, threshold: float) -> Path:
 
 
 def build_scene(rig: DualArmRig, spec: SceneSpec, placements: dict[str, Placement],
-                package_dir: Path | None = None) -> BuiltScene:
-    """Add every object and fixture to the rig's scene, supports first, resting on their support."""
+                package_dir: Path | None = None, fixture_params: dict[str, dict[str, float]] | None = None) -> BuiltScene:
+    """Add every object and fixture to the rig's scene, supports first, resting on their support.
+
+    `fixture_params` overrides fixtures' params with this episode's sampled values."""
     built = BuiltScene()
     table_height = rig.config.table.height
     pending = [*spec.fixtures, *spec.objects]
@@ -189,5 +191,8 @@ def build_scene(rig: DualArmRig, spec: SceneSpec, placements: dict[str, Placemen
                     body.set_inertia(body.get_inertia() * ratio)
                 built.objects[item.name] = SceneObject(item.name, entity, height, item)
             else:
+                sampled = (fixture_params or {}).get(item.name)
+                if sampled:
+                    item = item.model_copy(update={"params": {**item.params, **sampled}})
                 built.fixtures[item.name] = build_fixture(rig, item, placement.matrix(z))
     return built

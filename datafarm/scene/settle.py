@@ -30,7 +30,7 @@ def settle_check(package: TaskPackage, seed: int = 0, seconds: float = 1.0,
                                                                       camera=False), package.info.max_seconds,
                             config.timing.control_hz)
     rig = DualArmRig.create(config)
-    scene = build_scene(rig, package.scene, sample.placements, package.directory)
+    scene = build_scene(rig, package.scene, sample.placements, package.directory, sample.fixture_params)
     for fixture in scene.fixtures.values():
         rig.substep_hooks.append(fixture.after_substep)
     start = {name: obj.pose()[:3, 3].copy() for name, obj in scene.objects.items()}

@@ -93,6 +93,8 @@ class FixtureSpec(_Placed):
 
     kind: str
     params: dict[str, Any] = {}
+    # Offsets [low, high] added per episode to numeric params (geometry family), e.g. {opening: [-0.01, 0.02]}.
+    randomize_params: dict[str, Range] = {}
     footprint_radius: float = Field(0.1, gt=0, description="keeps randomized objects this far away")
 
 
@@ -108,6 +110,10 @@ class SceneSpec(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> SceneSpec:
+        for fixture in self.fixtures:
+            unknown = set(fixture.randomize_params) - set(fixture.params)
+            if unknown:
+                raise ValueError(f"{fixture.name}: randomize_params {sorted(unknown)} need a nominal value in params")
         names = [o.name for o in self.objects] + [f.name for f in self.fixtures]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:

@@ -28,11 +28,22 @@ class EpisodeTimeout(RuntimeError):
 
 @dataclass(frozen=True)
 class Perturbation:
-    """An arm displaced mid-episode: at `at_step`, `side`'s joints are pushed by `offset` (rad)."""
+    """A disturbance mid-episode, at control step `at_step`.
+
+    kind "arm": the arm `target` ("left"/"right") is pushed by `offset` (six joint angles, rad); its
+    drive pulls it back and the expert continues from there. kind "object": the object `target` is
+    slid by `offset` (dx, dy in m) along its support, as a person nudging it would, but only while
+    nothing has handled it yet (no gripper within reach, still where it started), so that the expert
+    has to notice on its next look (or after a missed grasp) and go for it where it now is.
+    """
 
     at_step: int
-    side: str
+    kind: str
+    target: str
     offset: tuple[float, ...]
+
+    def to_dict(self) -> dict:
+        return {"at_step": self.at_step, "kind": self.kind, "target": self.target, "offset": list(self.offset)}
 
 
 class TaskEnv:
@@ -97,13 +108,23 @@ class TaskEnv:
         )
 
     def _apply(self, perturbation: Perturbation) -> None:
-        arm = self.rig.arms[perturbation.side]
-        state = arm.qpos()
-        state[:6] = np.clip(state[:6] + np.asarray(perturbation.offset), arm.lower[:6], arm.upper[:6])
-        q = arm.to_joint_targets(state)
-        arm.articulation.set_qpos(q)  # displaced; the drive target stays, so the arm is pulled back
-        self.note("perturbation", side=perturbation.side, offset=list(perturbation.offset))
-        log.debug("perturbed %s arm by %s", perturbation.side, perturbation.offset)
+        if perturbation.kind == "arm":
+            arm = self.rig.arms[perturbation.target]
+            state = arm.qpos()
+            state[:6] = np.clip(state[:6] + np.asarray(perturbation.offset), arm.lower[:6], arm.upper[:6])
+            arm.articulation.set_qpos(arm.to_joint_targets(state))  # the drive target stays: pulled back
+        else:
+            obj = self.object(perturbation.target)
+            start = self.trace.poses[obj.name][0][:3, 3]
+            pose = obj.pose()
+            reach = min(np.linalg.norm(self.rig.tcp_pose(side)[:3, 3] - obj.center()) for side in SIDES)
+            if np.linalg.norm(pose[:3, 3] - start) > 0.005 or reach < 0.12:
+                self.note("perturbation_skipped", applied=perturbation.to_dict())
+                return
+            pose[:2, 3] += perturbation.offset[:2]
+            obj.set_pose(pose)
+        self.note("perturbation", applied=perturbation.to_dict())
+        log.debug("perturbation %s", perturbation)
 
     def hold_action(self) -> np.ndarray:
         """The action that keeps every arm where it is now commanded."""

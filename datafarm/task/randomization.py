@@ -30,6 +30,8 @@ class RandomizationConfig(BaseModel):
     perturbation_probability: float = 0.3
     perturbation_magnitude: float = 0.06  # rad, per joint
     perturbation_window: tuple[float, float] = (0.5, 4.0)  # s after the start
+    object_nudge_probability: float = 0.2  # an untouched object slid along its support mid-episode
+    object_nudge_distance: float = 0.03  # m, at most, in x and in y
     light_intensity: tuple[float, float] = (0.7, 1.3)
     color_jitter: float = 0.06
     camera_position_jitter: float = 0.01  # m
@@ -46,6 +48,7 @@ class EpisodeSample:
 
     seed: int
     placements: dict[str, Placement]
+    fixture_params: dict[str, dict[str, float]]
     start_noise: list[float]
     speed: float
     perturbations: list[Perturbation] = field(default_factory=list)
@@ -58,6 +61,7 @@ class EpisodeSample:
     def to_dict(self) -> dict:
         data = asdict(self)
         data["placements"] = {k: asdict(v) for k, v in self.placements.items()}
+        data["perturbations"] = [p.to_dict() for p in self.perturbations]
         return data
 
 
@@ -100,7 +104,11 @@ def sample_episode(spec: SceneSpec, seed: int, config: RandomizationConfig, max_
                    control_hz: int) -> EpisodeSample:
     rng = np.random.default_rng(seed)
     placements = _sample_placements(spec, rng, config.geometry)
-    sample = EpisodeSample(seed=seed, placements=placements, start_noise=[0.0] * 14, speed=1.0)
+    fixture_params = {f.name: {k: float(f.params[k]) + (float(rng.uniform(*r)) if config.geometry else 0.0)
+                               for k, r in sorted(f.randomize_params.items())}
+                      for f in spec.fixtures if f.randomize_params}
+    sample = EpisodeSample(seed=seed, placements=placements, fixture_params=fixture_params,
+                           start_noise=[0.0] * 14, speed=1.0)
     if config.execution:
         sample.start_noise = rng.uniform(-config.start_noise, config.start_noise, 14).tolist()
         for i in (6, 13):
@@ -108,11 +116,19 @@ def sample_episode(spec: SceneSpec, seed: int, config: RandomizationConfig, max_
         sample.speed = float(rng.uniform(*config.speed))
         if rng.random() < config.perturbation_probability:
             at = rng.uniform(*config.perturbation_window)
-            sample.perturbations = [Perturbation(
-                at_step=int(min(at, max_seconds / 2) * control_hz),
-                side=str(rng.choice(["left", "right"])),
+            sample.perturbations.append(Perturbation(
+                at_step=int(min(at, max_seconds / 2) * control_hz), kind="arm",
+                target=str(rng.choice(["left", "right"])),
                 offset=tuple(rng.uniform(-config.perturbation_magnitude, config.perturbation_magnitude, 6).tolist()),
-            )]
+            ))
+        movable = [o.name for o in spec.objects if not o.static]
+        if movable and rng.random() < config.object_nudge_probability:
+            at = rng.uniform(*config.perturbation_window)
+            distance = config.object_nudge_distance
+            sample.perturbations.append(Perturbation(
+                at_step=int(min(at, max_seconds / 2) * control_hz), kind="object", target=str(rng.choice(movable)),
+                offset=tuple(rng.uniform(-distance, distance, 2).tolist()),
+            ))
     if config.appearance:
         gray = rng.uniform(0.3, 0.7)
         sample.table_color = [*(np.clip(gray + rng.normal(0, 0.05, 3), 0, 1)).tolist(), 1.0]

@@ -100,7 +100,8 @@ def run_episode(package: TaskPackage, seed: int, randomization: RandomizationCon
     started = time.perf_counter()
     rig = DualArmRig.create(config)
     rig.reset(rig.rest_state() + np.asarray(sample.start_noise))
-    scene = build_scene(rig, _episode_spec(package, sample.object_colors), sample.placements, package.directory)
+    scene = build_scene(rig, _episode_spec(package, sample.object_colors), sample.placements, package.directory,
+                        sample.fixture_params)
     max_steps = int(package.info.max_seconds * config.timing.control_hz)
     error = None
     recorder = None
