@@ -147,3 +147,24 @@ def test_seed_search_keeps_accepted_seeds_and_never_hangs(apple, tmp_path):
     assert seen[0].error.startswith("EpisodeTimeout") and not seen[0].success
     assert len(accepted) == 2 and all(r.success for r in accepted)
     assert [r.seed for r in seen] == list(range(len(seen)))
+
+
+def test_an_untouched_object_is_nudged_and_the_expert_goes_for_it_where_it_now_is(apple):
+    config = RandomizationConfig(perturbation_probability=0.0, object_nudge_probability=1.0,
+                                 perturbation_window=(0.3, 0.4), appearance=False, camera=False)
+    result = run_episode(apple, 5, config)
+    applied = [e for e in result.trace.events if e["kind"] == "perturbation"]
+    assert applied and applied[0]["applied"]["kind"] == "object", result.trace.events
+    step = applied[0]["applied"]["at_step"]
+    moved = result.trace.position("apple")[step + 1, :2] - result.trace.position("apple")[step - 1, :2]
+    np.testing.assert_allclose(moved, applied[0]["applied"]["offset"], atol=2e-3)
+    assert result.success, result.verdict.reason
+
+
+def test_fixture_params_are_sampled_per_episode_and_recorded():
+    drawer = get_task("block_in_drawer")
+    openings = {sample_episode(drawer.scene, seed, RandomizationConfig(), 30, 30).fixture_params["drawer"]["opening"]
+                for seed in range(5)}
+    assert len(openings) == 5 and all(0.12 <= o <= 0.15 for o in openings)
+    nominal = sample_episode(drawer.scene, 0, RandomizationConfig.none(), 30, 30).fixture_params["drawer"]["opening"]
+    assert nominal == drawer.scene.item("drawer").params["opening"]
