@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from datafarm.author import Author, BuiltinAuthor, RequestRefused
+from datafarm.farm.episodes import CAMERAS
 from datafarm.farm.prepare import calibrated_rig_config, load_png, save_png, settings_of
 from datafarm.scene.builder import build_scene
 from datafarm.scene.spec import load_scene_spec
@@ -25,7 +26,6 @@ from datafarm.viz import tile_views
 from datafarm.workspace import Workspace, WorkspaceError
 
 SCENE_FILES = ("task.yaml", "scene.yaml", "params.yaml")
-REVIEW_RENDERED_CAMERAS = ("head", "left_wrist", "right_wrist")
 
 
 def get_author(workspace: Workspace) -> Author:
@@ -121,10 +121,10 @@ def contract(workspace: Workspace) -> dict:
     }
     render_contract = {
         "renderer": settings.renderer,
-        "cameras": list(REVIEW_RENDERED_CAMERAS),
+        "cameras": list(CAMERAS),
         "fps": load_rig_config().timing.control_hz,
         "prompts": {camera: f"{package.info.instruction} Real AgileX dual-arm PiPER rig, {camera} camera view, "
-                            "photographic, consistent lighting." for camera in REVIEW_RENDERED_CAMERAS},
+                            "photographic, consistent lighting." for camera in CAMERAS},
         "appearance": ["tablecloth texture", "light colour and intensity"],
     }
     workspace.write_json("contract.json", contract_data)
@@ -145,7 +145,7 @@ def review_contract(workspace: Workspace) -> dict:
         "judge_rejects_doing_nothing": contract_data["negative_control"]["do_nothing_rejected"],
         "success_criteria_named": len(contract_data["success_criteria"]) >= 2,
         "randomization_families_on": all(families[k] for k in ("execution", "geometry", "appearance", "camera")),
-        "all_cameras_rendered": set(render_contract["cameras"]) == set(REVIEW_RENDERED_CAMERAS),
+        "all_cameras_rendered": set(render_contract["cameras"]) == set(CAMERAS),
     }
     review = {"accepted": all(checks.values()), "checks": checks, "reviewer": "builtin"}
     workspace.write_json("review/contract.json", review)
