@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+# Quaternion (w, x, y, z) turning SAPIEN's x-aligned primitives and joint axes (cylinders, capsules,
+# planes, prismatic joints) so they run along z.
+X_TO_Z = (0.7071068, 0.0, -0.7071068, 0.0)
+
 
 def rpy_to_matrix(rpy) -> np.ndarray:
     """URDF convention: R = Rz(yaw) @ Ry(pitch) @ Rx(roll)."""

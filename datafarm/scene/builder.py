@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import sapien
 
-from datafarm.geometry import rpy_to_matrix
+from datafarm.geometry import X_TO_Z, rpy_to_matrix
 from datafarm.scene.fixtures import Fixture, build_fixture
 from datafarm.scene.spec import (BoxGeometry, CupGeometry, CylinderGeometry, MeshGeometry, ObjectSpec,
                                  SceneSpec, SphereGeometry)
@@ -89,7 +89,7 @@ def _add_shapes(builder: sapien.ActorBuilder, spec: ObjectSpec, scale: float, pa
         builder.add_sphere_collision(sapien.Pose([0, 0, radius]), radius, material=material)
         builder.add_sphere_visual(sapien.Pose([0, 0, radius]), radius, material=render)
         return 2 * radius
-    upright = [0.7071068, 0, -0.7071068, 0]  # SAPIEN cylinders run along x; turn them to z
+    upright = list(X_TO_Z)
     if isinstance(geometry, CylinderGeometry):
         radius, height = geometry.radius * scale, geometry.height * scale
         pose = sapien.Pose([0, 0, height / 2], upright)
@@ -108,7 +108,7 @@ def _add_shapes(builder: sapien.ActorBuilder, spec: ObjectSpec, scale: float, pa
 def _add_cup(builder, geometry: CupGeometry, scale: float, material, render) -> float:
     radius, height, wall = geometry.radius * scale, geometry.height * scale, geometry.wall * scale
     bottom = wall
-    upright = [0.7071068, 0, -0.7071068, 0]
+    upright = list(X_TO_Z)
     builder.add_cylinder_collision(sapien.Pose([0, 0, bottom / 2], upright), radius, bottom / 2, material=material)
     builder.add_cylinder_visual(sapien.Pose([0, 0, bottom / 2], upright), radius, bottom / 2, material=render)
     # Staves: boxes tangent to the circle; their width covers the arc so the wall has no gaps.

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import sapien
 
-from datafarm.geometry import matrix_to_quat_wxyz
+from datafarm.geometry import X_TO_Z, matrix_to_quat_wxyz
 from datafarm.robot import ArmModel, arm_urdf, load_arm_model
 from datafarm.sim.config import CameraSpec, RigConfig, load_rig_config
 from datafarm.sim.spaces import AXIS_NAMES, DOF, SIDES, arm_slice, as_action
@@ -267,8 +267,8 @@ def _add_table(scene: sapien.Scene, config: RigConfig) -> sapien.Entity:
     entity = builder.build_static(name="table")
     entity.set_pose(sapien.Pose([table.center[0], table.center[1], table.height - table.thickness / 2]))
     floor = scene.create_actor_builder()
-    floor.add_plane_collision(sapien.Pose(q=[0.7071068, 0, -0.7071068, 0]))
-    floor.add_plane_visual(sapien.Pose(q=[0.7071068, 0, -0.7071068, 0]), [10, 10, 10],
+    floor.add_plane_collision(sapien.Pose(q=list(X_TO_Z)))
+    floor.add_plane_visual(sapien.Pose(q=list(X_TO_Z)), [10, 10, 10],
                            sapien.render.RenderMaterial(base_color=[0.35, 0.34, 0.33, 1.0]))
     floor.build_static(name="floor")
     return entity
