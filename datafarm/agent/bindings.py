@@ -22,6 +22,8 @@ key is read from the environment only when a call is made (it is never logged no
 
 from __future__ import annotations
 
+from datafarm.errors import BadInput
+
 import json
 import logging
 import os
@@ -38,7 +40,7 @@ BINDINGS_FILE = "bindings.json"
 ENV_FILE = "DATAFARM_BINDINGS"
 
 
-class BindingsError(ValueError):
+class BindingsError(BadInput, ValueError):
     """The bindings are missing, malformed or cannot serve a role."""
 
 

@@ -14,6 +14,8 @@ and lost connections are retried with exponential backoff, a bounded number of t
 
 from __future__ import annotations
 
+from datafarm.errors import BudgetSpent, TransientError
+
 import base64
 
 import json
@@ -43,11 +45,11 @@ NUDGE = "Reply with tool calls only: continue the work, and call submit(summary)
 CHARS_PER_TOKEN = 4  # for estimating the next call's prompt before it is sent
 
 
-class AgentError(RuntimeError):
+class AgentError(TransientError, RuntimeError):
     """A role session could not finish (provider failure, bad transcript, too many turns)."""
 
 
-class BudgetExceeded(AgentError):
+class BudgetExceeded(BudgetSpent, AgentError):
     """The next call would take the phase's LLM spend past its USD cap."""
 
     def __init__(self, phase: str, spent: float, estimate: float, cap: float, hint: str):

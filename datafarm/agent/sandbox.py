@@ -23,6 +23,8 @@ set-up raises (:class:`SandboxError` when bwrap is missing, ``FileNotFoundError`
 
 from __future__ import annotations
 
+from datafarm.errors import Unavailable
+
 import logging
 import os
 import shutil
@@ -58,7 +60,7 @@ _LIMITER = (
 )
 
 
-class SandboxError(RuntimeError):
+class SandboxError(Unavailable, RuntimeError):
     """The sandbox cannot be set up (bubblewrap missing)."""
 
 

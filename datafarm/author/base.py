@@ -8,12 +8,14 @@ params.yaml, expert.py, judge.py) for that match. The pipeline cannot tell autho
 
 from __future__ import annotations
 
+from datafarm.errors import Refused
+
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 
 
-class RequestRefused(ValueError):
+class RequestRefused(Refused, ValueError):
     """The author cannot serve this request."""
 
 

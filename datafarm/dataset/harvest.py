@@ -21,6 +21,8 @@ camera has `ENCODER_BACKLOG_FRAMES` frames queued (bounded memory); a drop would
 
 from __future__ import annotations
 
+from datafarm.errors import BadInput
+
 import json
 import logging
 import shutil
@@ -43,7 +45,7 @@ MANIFEST_NAME = "datafarm_harvest.json"
 ENCODER_BACKLOG_FRAMES = 120  # frames per camera waiting for the encoder before the producer waits
 
 
-class HarvestError(ValueError):
+class HarvestError(BadInput, ValueError):
     """An episode cannot be harvested as given; the message names the episode and the fix."""
 
 

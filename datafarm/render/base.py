@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datafarm.errors import BadInput
+
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import ClassVar
@@ -14,7 +16,7 @@ from datafarm.sim.recorder import RecordedEpisode
 CAMERA_NAMES = ("head", "left_wrist", "right_wrist")
 
 
-class RenderError(RuntimeError):
+class RenderError(BadInput, RuntimeError):
     """A render could not be made from these inputs (the message says which input and why)."""
 
 

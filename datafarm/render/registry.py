@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datafarm.errors import Unavailable
+
 import importlib
 
 from datafarm.render.base import Renderer
@@ -20,7 +22,7 @@ _NOT_HERE = {
 }
 
 
-class RendererUnavailable(RuntimeError):
+class RendererUnavailable(Unavailable, RuntimeError):
     """The renderer is known but cannot run in this installation."""
 
 

@@ -8,6 +8,8 @@ all still there, unmodified.
 
 from __future__ import annotations
 
+from datafarm.errors import BadInput
+
 import hashlib
 import json
 import os
@@ -23,7 +25,7 @@ os.umask(_UMASK)
 META_FILE = "workspace.json"
 
 
-class WorkspaceError(RuntimeError):
+class WorkspaceError(BadInput, RuntimeError):
     """The workspace is missing, malformed, or cannot serve the request."""
 
 
