@@ -1,0 +1,74 @@
+"""What a trained policy folder declares about itself, and the one image resize shared by training and evaluation.
+
+A trained policy is a folder ``WS/policies/<policy>-<preset>/`` holding lerobot's checkpoint and
+``policy.json`` (a :class:`PolicySpec`). Training writes the spec; closed-loop evaluation reads it to know
+which cameras and image size the policy expects and which rollout seeds it must never be evaluated on.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+from pydantic import BaseModel, ConfigDict, Field
+
+from datafarm.errors import BadInput
+
+SPEC_FILE = "policy.json"
+
+# Farm camera name -> LeRobot observation key (the delivered dataset's layout).
+CAMERA_KEYS: dict[str, str] = {"head": "observation.images.cam_high",
+                               "left_wrist": "observation.images.cam_left_wrist",
+                               "right_wrist": "observation.images.cam_right_wrist"}
+STATE_KEY = "observation.state"
+ACTION_KEY = "action"
+
+
+class PolicySpec(BaseModel):
+    """The contract between a trained policy folder and whoever runs it (evaluation, lerobot-eval)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    policy_type: str                    # "act" | "diffusion" | "pi05"
+    preset: str                         # "smoke" | "cpu" | "gpu"
+    checkpoint: str                     # lerobot's pretrained_model dir, relative to the policy folder
+    cameras: list[str]                  # farm camera names used as inputs, e.g. ["head"]
+    image_size: tuple[int, int]         # (height, width) the images were trained at
+    dataset_manifest_sha256: str        # SHA-256 of WS/manifest.json the policy was trained on
+    train_episode_seeds: list[int] = Field(default_factory=list)  # rollout seeds of every training episode
+    task: str                           # the workspace's task name
+    steps: int                          # optimizer steps done when the checkpoint was written
+    fps: int
+
+
+def load_policy_spec(folder: Path | str) -> PolicySpec:
+    """Read ``policy.json`` from a trained policy folder."""
+    path = Path(folder) / SPEC_FILE
+    if not path.is_file():
+        raise BadInput(f"{path} does not exist: {folder} is not a trained policy folder; "
+                       f"train one with `datafarm train WS --policy act --preset cpu`")
+    return PolicySpec.model_validate(json.loads(path.read_text()))
+
+
+def write_policy_spec(folder: Path | str, spec: PolicySpec) -> Path:
+    path = Path(folder) / SPEC_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(spec.model_dump_json(indent=2) + "\n")
+    return path
+
+
+def downscale(frame: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """Resize an (H, W, 3) uint8 frame to ``size`` = (height, width) the one way training and evaluation share.
+
+    PIL's bilinear filter widens its support when shrinking (an area-like average), so small training
+    images are not aliased. A frame already at ``size`` is returned unchanged.
+    """
+    if frame.ndim != 3 or frame.shape[2] != 3 or frame.dtype != np.uint8:
+        raise BadInput(f"downscale expects an (H, W, 3) uint8 frame, got shape {frame.shape} dtype {frame.dtype}; "
+                       "pass the camera image as rendered")
+    height, width = int(size[0]), int(size[1])
+    if frame.shape[:2] == (height, width):
+        return frame
+    return np.asarray(Image.fromarray(frame).resize((width, height), Image.BILINEAR))
