@@ -1,4 +1,7 @@
-"""Farm commands: prepare, farm, verify, cost, show, match, synth-calibration."""
+"""Farm commands: prepare, farm, verify, cost, show, match, context, supervise, the calibration helpers.
+
+Errors are not handled here: a library error propagates to `cli.errors.guarded`, which prints it.
+"""
 
 from __future__ import annotations
 
@@ -9,19 +12,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from datafarm.errors import BadInput
+from datafarm.farm.registry import FARMED, REGISTRY
+
 console = Console()
 
-PHASE_HELP = "survey, build, contract, judge, expert, rollout, render, review, harvest, verify"
-
-
-# Exit status of an error a rerun cannot fix (a refused request, a rejected contract): `supervise`
-# stops on it instead of restarting.
-PERMANENT_ERROR = 3
-
-
-def _fail(message: str, code: int = 1) -> None:
-    console.print(f"[red]error:[/red] {message}")
-    raise typer.Exit(code)
+PHASE_HELP = ", ".join(FARMED)
 
 
 def prepare(
@@ -32,41 +28,34 @@ def prepare(
     renderer: str = typer.Option("composite", help="composite (CPU) or wan-vace (GPU worker)."),
 ) -> None:
     """Bind a calibration episode and a request to a new workspace."""
-    from datafarm.calibration import CalibrationError
     from datafarm.farm.prepare import prepare as run_prepare
     from datafarm.farm.settings import FarmSettings
-    from datafarm.workspace import WorkspaceError
 
     request = sys.stdin.read() if str(request_file) == "-" else _read(request_file)
-    try:
-        workspace = run_prepare(episode, request, output, FarmSettings(target_count=target_count, renderer=renderer))
-    except (CalibrationError, WorkspaceError) as error:
-        _fail(str(error))
+    workspace = run_prepare(episode, request, output, FarmSettings(target_count=target_count, renderer=renderer))
     console.print(f"workspace ready: [bold]{workspace.root}[/bold]; next: datafarm farm {workspace.root}")
 
 
 def _read(path: Path) -> str:
-    if not path.exists():
-        _fail(f"request file {path} not found")
+    if not path.is_file():
+        raise BadInput(f"request file {path} not found: write the task in plain words in a text file and pass its path")
     return path.read_text()
 
 
 def farm(
     workspace: Path = typer.Argument(..., help="The workspace from `datafarm prepare`."),
     phase: str = typer.Option(None, help=f"Run only this phase ({PHASE_HELP})."),
-    until: str = typer.Option(None, help="Run the phases up to and including this one."),
+    until: str = typer.Option(None, help=f"Run the phases up to and including this one ({PHASE_HELP})."),
 ) -> None:
     """Run every phase in order; done phases are skipped, so a rerun resumes where it stopped."""
-    from datafarm.author import RequestRefused
-    from datafarm.workspace import Workspace, WorkspaceError
+    from datafarm.farm.registry import selected_phases
+    from datafarm.workspace import Workspace
 
-    try:
-        Workspace.open(workspace)  # a clear error before Prefect starts
-        from flows.farm import farm_flow
+    selected_phases(phase, until)  # clear errors before Prefect starts
+    Workspace.open(workspace)
+    from flows.farm import farm_flow
 
-        report = farm_flow(str(workspace), phase=phase, until=until)
-    except (WorkspaceError, RequestRefused) as error:
-        _fail(str(error), PERMANENT_ERROR)
+    report = farm_flow(str(workspace), phase=phase, until=until)
     if report is not None:
         _print_verify(report)
         if not report.ok:
@@ -76,12 +65,9 @@ def farm(
 def verify(workspace: Path = typer.Argument(..., help="The workspace.")) -> None:
     """Check the delivery: complete, unmodified (SHA-256 manifest), reviewed episode by episode."""
     from datafarm.farm.deliver import verify as run_verify
-    from datafarm.workspace import Workspace, WorkspaceError
+    from datafarm.workspace import Workspace
 
-    try:
-        report = run_verify(Workspace.open(workspace))
-    except WorkspaceError as error:
-        _fail(str(error))
+    report = run_verify(Workspace.open(workspace))
     _print_verify(report)
     if not report.ok:
         raise typer.Exit(1)
@@ -100,17 +86,15 @@ def cost(workspace: Path = typer.Argument(..., help="The workspace.")) -> None:
     """What the run cost, per phase and per episode."""
     from datafarm.costs import CostLedger
     from datafarm.farm.episodes import admitted_episodes
-    from datafarm.workspace import Workspace, WorkspaceError
+    from datafarm.farm.summary import phase_costs
+    from datafarm.workspace import Workspace
 
-    try:
-        ws = Workspace.open(workspace)
-    except WorkspaceError as error:
-        _fail(str(error))
+    ws = Workspace.open(workspace)
     ledger = CostLedger(ws.root)
     table = Table(title=f"cost of {ws.root.name}")
     for column in ("phase", "cpu USD", "gpu USD", "llm USD", "total USD"):
         table.add_column(column, justify="right" if column != "phase" else "left")
-    for phase, items in ledger.by_phase().items():
+    for phase, items in phase_costs(ws):
         llm = sum(v for k, v in items.items() if k.startswith("llm"))
         table.add_row(phase, f"{items.get('cpu', 0):.5f}", f"{items.get('gpu', 0):.5f}", f"{llm:.5f}", f"{items['total']:.5f}")
     console.print(table)
@@ -129,12 +113,9 @@ def show(
 ) -> None:
     """Contact sheet PNG and preview mp4 of an episode, sim beside rendered."""
     from datafarm.farm.show import show_episode
-    from datafarm.workspace import Workspace, WorkspaceError
+    from datafarm.workspace import Workspace
 
-    try:
-        sheet, preview = show_episode(Workspace.open(workspace), episode)
-    except WorkspaceError as error:
-        _fail(str(error))
+    sheet, preview = show_episode(Workspace.open(workspace), episode)
     console.print(f"contact sheet: [bold]{sheet}[/bold]\npreview: [bold]{preview}[/bold]")
 
 
@@ -143,19 +124,16 @@ def match(request_file: Path = typer.Option(..., "--request-file", help="The req
     import tempfile
 
     from datafarm.agent.bindings import load_bindings
-    from datafarm.author import BuiltinAuthor, RequestRefused
+    from datafarm.author import BuiltinAuthor
 
     request = sys.stdin.read() if str(request_file) == "-" else _read(request_file)
     bindings = load_bindings()  # bindings.json here, DATAFARM_BINDINGS or DATAFARM_* variables
-    try:
-        if bindings.agent == "builtin":
-            found = BuiltinAuthor().match(request)
-        else:
-            from datafarm.agent.runtime import LLMAuthor
+    if bindings.agent == "builtin":
+        found = BuiltinAuthor().match(request)  # RequestRefused says what it can build instead
+    else:
+        from datafarm.agent.runtime import LLMAuthor
 
-            found = LLMAuthor(bindings, Path(tempfile.mkdtemp(prefix="datafarm-match-"))).match(request)
-    except RequestRefused as refusal:
-        _fail(str(refusal))
+        found = LLMAuthor(bindings, Path(tempfile.mkdtemp(prefix="datafarm-match-"))).match(request)
     console.print(f"{found.task} ({bindings.agent} author): {found.reason}")
 
 
@@ -172,19 +150,18 @@ def synth_calibration(
 
 def context(
     workspace: Path = typer.Argument(..., help="The workspace."),
-    role: str = typer.Option(..., "--role", help="surveyor, scene_builder, contract_author, contract_reviewer, "
-                                                 "expert_author, judge_author, episode_reviewer"),
+    role: str = typer.Option(..., "--role", help=f"The role: {', '.join(p.role for p in REGISTRY if p.role)}."),
 ) -> None:
     """Compile what a role receives into one file, and record its SHA-256 in the workspace."""
     from datafarm.agent.roles import compile_context, get_role
     from datafarm.agent.tools import judge_api_text, skill_api_text
-    from datafarm.workspace import Workspace, WorkspaceError
+    from datafarm.workspace import Workspace
 
+    ws = Workspace.open(workspace)
     try:
-        ws = Workspace.open(workspace)
         spec = get_role(role)
-    except (WorkspaceError, KeyError) as error:
-        _fail(str(error).strip('"'))
+    except KeyError as error:
+        raise BadInput(str(error).strip('"')) from None
     survey = ws.read_json("survey.json") if ws.path("survey.json").exists() else None
     api = judge_api_text() if role == "judge_author" else skill_api_text()
     text, digest = compile_context(spec, ws.path("request.txt").read_text(), survey, api)
@@ -201,18 +178,14 @@ def supervise(
 ) -> None:
     """Run the farm until the task is delivered, restarting after crashes, kills and provider errors."""
     from datafarm.farm.deliver import verify as run_verify
-    from datafarm.farm.supervise import supervise as run_supervise
-    from datafarm.workspace import Workspace, WorkspaceError
+    from datafarm.farm.supervise import NotDelivered, supervise as run_supervise
+    from datafarm.workspace import Workspace
 
-    try:
-        ws = Workspace.open(workspace)
-    except WorkspaceError as error:
-        _fail(str(error))
-    result = run_supervise([sys.executable, "-m", "datafarm.cli.main", "farm", str(workspace)],
-                           delivered=lambda: run_verify(ws).ok, max_runs=max_runs, backoff_seconds=backoff,
-                           permanent_returncodes=[2, PERMANENT_ERROR])
+    ws = Workspace.open(workspace)
+    result = run_supervise([sys.executable, "-m", "cli.main", "farm", str(workspace)],
+                           delivered=lambda: run_verify(ws).ok, max_runs=max_runs, backoff_seconds=backoff)
     if not result.delivered:
-        _fail(f"not delivered after {result.runs} runs (last exit {result.last_returncode}); see the log above")
+        raise NotDelivered(result, ws.path("logs", "datafarm.log"))
     console.print(f"[green]delivered[/green] after {result.runs} run(s)")
 
 

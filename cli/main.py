@@ -1,4 +1,8 @@
-"""The `datafarm` command. Thin: each subcommand parses options and calls the library."""
+"""The `datafarm` command. Thin: each subcommand parses options and calls the library or a flow.
+
+Every command runs inside the one error handler (`cli.errors.guarded`): a library error prints one
+line and exits with its code (README, "Exit codes"); the traceback goes to the log file.
+"""
 
 from __future__ import annotations
 
@@ -9,16 +13,24 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from datafarm.cli import farm, sim
+from cli import farm, sim
+from cli.errors import guard_all
 
-app = typer.Typer(help="DataFarm: a coding agent in place of the teleoperator.", no_args_is_help=True)
+app = typer.Typer(help="DataFarm: a coding agent in place of the teleoperator.", no_args_is_help=True,
+                  pretty_exceptions_enable=False)
 app.add_typer(sim.app, name="sim")
-farm.register(app)
 console = Console()
+_options = {"verbose": False}
 
 
 @app.callback()
 def main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug messages.")) -> None:
+    _options["verbose"] = verbose
+
+
+def setup_logging(log_file: Path) -> None:
+    """Ours at INFO on the console (DEBUG with -v); the chatty libraries only from WARNING."""
+    verbose = _options["verbose"]
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     for noisy in ("httpx", "httpcore", "urllib3", "filelock", "libav"):  # their INFO lines bury ours
         logging.getLogger(noisy).setLevel(logging.DEBUG if verbose else logging.WARNING)
@@ -40,6 +52,9 @@ def doctor(workspace: Path = typer.Option(Path.cwd(), help="Folder that must be 
     if not all(check.ok for check in checks):
         raise typer.Exit(1)
 
+
+farm.register(app)
+guard_all(app, setup_logging)
 
 if __name__ == "__main__":
     app()

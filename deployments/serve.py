@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from prefect import serve  # noqa: E402
 
-from flows.farm import farm_flow, harvest_flow, render_flow, rollout_flow, verify_flow  # noqa: E402
+from flows.farm import episodes_flow, farm_flow, harvest_flow, verify_flow  # noqa: E402
 
 
 def deployments():
@@ -28,7 +28,11 @@ def deployments():
         name="farm", cron=cron if (cron and workspace) else None,
         parameters={"workspace_path": workspace} if workspace else None,
         description="Every phase of a workspace, resuming where it stopped.")
-    return [farm] + [f.to_deployment(name=f.name) for f in (rollout_flow, render_flow, harvest_flow, verify_flow)]
+    # Re-rendering alone (say, on a GPU node): the episodes flow with phases=["render"].
+    render = episodes_flow.to_deployment(name="render", parameters={"phases": ["render"]},
+                                         description="Render the kept episodes that are not rendered yet.")
+    others = [f.to_deployment(name=f.name) for f in (episodes_flow, harvest_flow, verify_flow)]
+    return [farm, render, *others]
 
 
 if __name__ == "__main__":

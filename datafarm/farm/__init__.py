@@ -1,4 +1,8 @@
-"""The farm's phases as plain library functions on a workspace (Prefect wraps them in flows/)."""
+"""The farm's phases as plain library functions on a workspace (Prefect wraps them in tasks/ and flows/).
 
-PHASES = ("survey", "build", "contract", "review_contract", "judge", "expert", "rollout", "render", "review",
-          "harvest", "verify")
+`datafarm.farm.registry` declares the phases; everything that lists them reads it.
+"""
+
+from datafarm.farm.registry import FARMED, PHASES, REGISTRY, Phase, get_phase
+
+__all__ = ["FARMED", "PHASES", "REGISTRY", "Phase", "get_phase"]

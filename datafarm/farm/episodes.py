@@ -60,7 +60,9 @@ def kept_episodes(workspace: Workspace) -> list[int]:
 
 
 def next_seed(workspace: Workspace) -> int:
+    """The seed after every one tried, including a kept episode's whose attempt line a kill cut off."""
     tried = [a.seed for a in attempts(workspace)]
+    tried += [workspace.read_json(f"{episode_dir(i)}/result.json")["seed"] for i in kept_episodes(workspace)]
     return max(tried) + 1 if tried else settings_of(workspace).seed_start
 
 

@@ -1,27 +1,23 @@
-"""Run a phase once: skip it when its inputs are unchanged and its outputs intact; charge its CPU."""
+"""Run a workspace phase once: skip it when its inputs are unchanged and its outputs intact; charge its CPU.
+
+The phase record (phases/<phase>.json: the hash of its inputs, the SHA-256 of each output) is what a
+rerun resumes from; nothing else stands in for the files.
+"""
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from datafarm.costs import CostLedger
+from datafarm.errors import BadInput
+from datafarm.farm.registry import get_phase
 from datafarm.workspace import Workspace
 from datafarm.workspace.workspace import sha256_json
 
 log = logging.getLogger(__name__)
-
-# phase -> (the phases whose outputs it reads, the outputs it writes)
-PHASE_IO: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "survey": (("prepare",), ("survey.json", "keyframes")),
-    "build": (("prepare", "survey"), ("scene", ".authoring")),
-    "contract": (("build",), ("contract.json", "render_contract.json")),
-    "review_contract": (("contract",), ("review/contract.json",)),
-    "judge": (("build", "review_contract"), ("judge",)),
-    "expert": (("build", "judge"), ("expert",)),
-}
 
 
 @dataclass(frozen=True)
@@ -32,20 +28,34 @@ class PhaseOutcome:
     seconds: float
 
 
+@contextmanager
+def accounted(workspace: Workspace, phase: str, episode: int | None = None):
+    """Charge the block's CPU to the cost ledger and log its wall time (timings.jsonl)."""
+    started = time.perf_counter()
+    with CostLedger(workspace.root).measure_cpu(phase, episode=episode):
+        yield
+    workspace.log_timing(phase, time.perf_counter() - started, episode)
+
+
 def phase_inputs_hash(workspace: Workspace, phase: str, extra=None) -> str:
-    upstream, _ = PHASE_IO[phase]
+    upstream = get_phase(phase).reads
     return sha256_json({"upstream": {p: workspace.output_hash(p) for p in upstream},
                         "settings": workspace.meta["settings"], "extra": extra})
 
 
-def run_phase(workspace: Workspace, phase: str, work: Callable[[], dict], force: bool = False) -> PhaseOutcome:
+def run_phase(workspace: Workspace, phase: str, force: bool = False) -> PhaseOutcome:
+    """Run the registry's work function of `phase` on the workspace, unless it is up to date."""
+    spec = get_phase(phase)
+    if spec.per_episode or spec.flow is None:
+        raise BadInput(f"{phase} is not a whole-workspace phase of the farm; run it with `datafarm farm --phase {phase}`"
+                       if spec.per_episode else f"{phase} is its own command: `datafarm {phase}`")
     inputs_hash = phase_inputs_hash(workspace, phase)
     if not force and workspace.phase_is_current(phase, inputs_hash):
         log.info("%s: up to date, skipped", phase)
         return PhaseOutcome(phase, True, workspace.phase_record(phase).details, 0.0)
     started = time.time()
-    with CostLedger(workspace.root).measure_cpu(phase):
-        details = work() or {}
-    workspace.record_phase(phase, inputs_hash, list(PHASE_IO[phase][1]), started, details)
+    with accounted(workspace, phase):
+        details = spec.work_function()(workspace) or {}
+    workspace.record_phase(phase, inputs_hash, list(spec.writes), started, details)
     log.info("%s: done in %.1f s", phase, time.time() - started)
-    return PhaseOutcome(phase, False, details, time.time() - started)
+    return PhaseOutcome(phase, False, details if isinstance(details, dict) else {}, time.time() - started)

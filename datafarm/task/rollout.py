@@ -1,4 +1,4 @@
-"""Run one seeded episode of a task package, judge it; search seeds like RoboTwin (try, keep, replay).
+"""Run one seeded episode of a task package and judge it (the seed search is datafarm.farm.collect).
 
 An episode never hangs collection: its simulated time is capped by the task's max_seconds and its
 wall time by `wall_limit` (SIGALRM interrupts a runaway expert). Expert failures (skill errors,
@@ -13,7 +13,7 @@ import signal
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -131,20 +131,3 @@ def run_episode(package: TaskPackage, seed: int, randomization: RandomizationCon
     return EpisodeResult(package.name, seed, verdict, len(trace) - 1, rig.time,
                          time.perf_counter() - started, error, sample.to_dict(), trace)
 
-
-def seed_search(package: TaskPackage, count: int, start_seed: int = 0, max_attempts: int | None = None,
-                randomization: RandomizationConfig | None = None, wall_limit: float | None = 120.0,
-                on_result: Callable[[EpisodeResult], None] | None = None) -> list[EpisodeResult]:
-    """Try seeds from `start_seed` until `count` are accepted by the judge (or attempts run out)."""
-    max_attempts = max_attempts or 3 * count + 10
-    expert, judge = package.load_expert(), package.load_judge()
-    accepted = []
-    for seed in range(start_seed, start_seed + max_attempts):
-        result = run_episode(package, seed, randomization, wall_limit=wall_limit, expert=expert, judge=judge)
-        if on_result:
-            on_result(result)
-        if result.success:
-            accepted.append(result)
-            if len(accepted) == count:
-                break
-    return accepted

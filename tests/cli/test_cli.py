@@ -1,10 +1,11 @@
 import numpy as np
 import pytest
+import typer
 import typer.main
 from PIL import Image
 from typer.testing import CliRunner
 
-from datafarm.cli.main import app
+from cli.main import app
 from datafarm.media import read_video
 
 runner = CliRunner()
@@ -63,3 +64,63 @@ def test_prepare_refuses_a_bad_calibration_and_creates_nothing(tmp_path):
 def test_farm_on_a_folder_that_is_no_workspace_says_how_to_make_one(tmp_path):
     result = runner.invoke(app, ["farm", str(tmp_path)])
     assert result.exit_code != 0 and "datafarm prepare" in result.output
+
+
+def test_a_library_error_is_one_line_with_its_exit_code_and_the_traceback_goes_to_the_log(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    result = runner.invoke(app, ["verify", str(tmp_path / "nowhere")])
+    assert result.exit_code == 2  # BadInput
+    assert result.output.strip().splitlines() == [result.output.strip()]
+    assert result.output.startswith("error: ") and "datafarm prepare" in result.output
+    assert "Traceback" in (tmp_path / "cache" / "datafarm" / "datafarm.log").read_text()
+
+
+def test_an_unknown_phase_lists_the_known_ones(tmp_path):
+    from datafarm.farm.registry import FARMED
+
+    result = runner.invoke(app, ["farm", str(tmp_path), "--phase", "rendr"])
+    assert result.exit_code == 2 and all(phase in result.output for phase in FARMED)
+    assert "rollout, render, review" in runner.invoke(app, ["farm", "--help"]).output.replace("\n", " ").replace("  ", " ")
+
+
+def _app_raising(error: BaseException) -> typer.Typer:
+    from cli.errors import guard_all
+
+    demo = typer.Typer()
+
+    @demo.command()
+    def fail(workspace: str = typer.Argument(...)) -> None:
+        raise error
+
+    @demo.command()
+    def other() -> None:
+        pass
+
+    guard_all(demo)
+    return demo
+
+
+def test_an_internal_error_says_so_in_one_line_exits_70_and_logs_the_traceback_in_the_workspace(tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "workspace.json").write_text("{}")
+    result = runner.invoke(_app_raising(ZeroDivisionError("division by zero")), ["fail", str(workspace)])
+    assert result.exit_code == 70
+    assert len(result.output.strip().splitlines()) == 1
+    assert "internal error" in result.output and "logs/datafarm.log" in result.output.replace("\n", "")
+    assert "ZeroDivisionError" in (workspace / "logs" / "datafarm.log").read_text()
+
+
+def test_a_library_error_wrapped_by_another_is_found(tmp_path, monkeypatch):
+    from datafarm.errors import BudgetSpent
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    try:
+        try:
+            raise BudgetSpent("the build phase's LLM spend would pass its cap: raise caps.build")
+        except BudgetSpent as inner:
+            raise RuntimeError("Flow run encountered an exception") from inner
+    except RuntimeError as outer:
+        wrapped = outer
+    result = runner.invoke(_app_raising(wrapped), ["fail", "x"])
+    assert result.exit_code == 4 and result.output.startswith("error: the build phase's LLM spend")

@@ -1,0 +1,148 @@
+"""rollout -> render -> review until the target is admitted: the seed search and the top-up rounds.
+
+Plain functions on a workspace. What handles ONE episode in each phase is passed in as
+`EpisodeSteps`: the flows pass their Prefect tasks, everything else `library_steps` (the same library
+calls, no Prefect). What is done is read from the workspace every time (episodes/NNNNNN/ and
+rollout/attempts.jsonl), so a killed run resumes where it stopped and nothing else is remembered.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from datafarm.errors import PermanentError
+from datafarm.farm import episodes
+from datafarm.farm.prepare import settings_of
+from datafarm.farm.runner import accounted
+from datafarm.workspace import Workspace
+
+log = logging.getLogger(__name__)
+
+EPISODE_PHASES = ("rollout", "render", "review")
+MAX_ROUNDS = 4  # rollout -> render -> review rounds, topping up the episodes the review rejected
+
+
+class SeedsExhausted(PermanentError):
+    """The expert passed the hidden judge too rarely to reach the target within the seed budget."""
+
+
+class TargetNotReached(PermanentError):
+    """The review kept rejecting episodes: the target was not admitted within the rounds allowed."""
+
+
+# ----- one episode per phase (what a Prefect task wraps) ---------------------------------------------
+def rollout_one(workspace: Workspace, seed: int, index: int) -> episodes.Attempt:
+    from datafarm.farm.authoring import workspace_package
+
+    package = workspace_package(workspace)
+    with accounted(workspace, "rollout", index):
+        return episodes.rollout_episode(workspace, package, seed, index)
+
+
+def render_one(workspace: Workspace, index: int) -> dict[str, Path]:
+    from datafarm.render import get_renderer
+
+    renderer = get_renderer(settings_of(workspace).renderer)
+    references = episodes.calibration_references(workspace)
+    with accounted(workspace, "render", index):
+        return episodes.render_episode(workspace, index, renderer, references, episodes.texture_pool())
+
+
+def review_one(workspace: Workspace, index: int) -> dict:
+    with accounted(workspace, "review", index):
+        return episodes.review_episode(workspace, index)
+
+
+@dataclass(frozen=True)
+class EpisodeSteps:
+    rollout: Callable[[int, int], episodes.Attempt]  # (seed, index) -> the attempt, logged
+    render: Callable[[int], object]  # index -> its videos
+    review: Callable[[int], object]  # index -> its review
+
+
+def library_steps(workspace: Workspace) -> EpisodeSteps:
+    return EpisodeSteps(rollout=lambda seed, index: rollout_one(workspace, seed, index),
+                        render=lambda index: render_one(workspace, index),
+                        review=lambda index: review_one(workspace, index))
+
+
+# ----- what is still to do, from the workspace's records -------------------------------------------------
+def review_of(workspace: Workspace, index: int) -> bool | None:
+    """Whether the review admitted episode `index`; None when it has not been reviewed."""
+    if not workspace.path(episodes.episode_dir(index), "review.json").exists():
+        return None
+    return bool(workspace.read_json(f"{episodes.episode_dir(index)}/review.json")["admitted"])
+
+
+def wanted(workspace: Workspace) -> int:
+    """How many more episodes to simulate: the target minus those kept and not rejected by the review."""
+    usable = [i for i in episodes.kept_episodes(workspace) if review_of(workspace, i) is not False]
+    return settings_of(workspace).target_count - len(usable)
+
+
+def to_render(workspace: Workspace) -> list[int]:
+    return [i for i in episodes.kept_episodes(workspace)
+            if not all(p.exists() for p in episodes.rendered_videos(workspace, i).values())]
+
+
+def to_review(workspace: Workspace) -> list[int]:
+    return [i for i in episodes.kept_episodes(workspace)
+            if review_of(workspace, i) is None and all(p.exists() for p in episodes.rendered_videos(workspace, i).values())]
+
+
+# ----- the loops -------------------------------------------------------------------------------------
+def seed_search(workspace: Workspace, rollout: Callable[[int, int], episodes.Attempt]) -> dict:
+    """Try seeds after the last one tried until enough episodes are kept; each seed is tried once.
+
+    The next seed and the next episode index come from the workspace every time, so a search
+    killed between two seeds (or inside one) continues without repeating or skipping an episode.
+    """
+    settings = settings_of(workspace)
+    budget = int(settings.max_attempts_factor * settings.target_count) + 10
+    tried = len(episodes.attempts(workspace))
+    while wanted(workspace) > 0:
+        if tried >= budget:
+            raise SeedsExhausted(
+                f"rollout gave up after {tried} seeds: only {len(episodes.kept_episodes(workspace))} episodes passed "
+                f"the hidden judge (target {settings.target_count}); the reasons are in "
+                f"{workspace.path(episodes.ATTEMPTS)}: improve the expert, or raise max_attempts_factor")
+        kept = episodes.kept_episodes(workspace)
+        seed, index = episodes.next_seed(workspace), (max(kept) + 1 if kept else 0)
+        attempt = rollout(seed, index)
+        tried += 1
+        log.info("seed %d: %s", seed, f"kept as episode {index}" if attempt.accepted else f"rejected ({attempt.reason})")
+    done = episodes.attempts(workspace)
+    return {"attempted": len(done), "accepted": sum(a.accepted for a in done)}
+
+
+def collect_episodes(workspace: Workspace, steps: EpisodeSteps, phases: Iterable[str] = EPISODE_PHASES,
+                     max_rounds: int = MAX_ROUNDS) -> dict:
+    """Rounds of rollout -> render -> review (those of `phases`) until the target is admitted.
+
+    A round simulates what is missing, renders what is not rendered and reviews what is not
+    reviewed; episodes the review rejects are topped up by the next round's rollout.
+    """
+    phases = [p for p in EPISODE_PHASES if p in set(phases)]
+    report = {"rounds": 0, "rendered": 0, "reviewed": 0}
+    for _ in range(max_rounds if phases else 0):
+        report["rounds"] += 1
+        if "rollout" in phases:
+            report["rollout"] = seed_search(workspace, steps.rollout)
+        if "render" in phases:
+            for index in to_render(workspace):
+                steps.render(index)
+                report["rendered"] += 1
+        if "review" in phases:
+            for index in to_review(workspace):
+                steps.review(index)
+                report["reviewed"] += 1
+        if phases != list(EPISODE_PHASES) or wanted(workspace) <= 0:
+            return report
+    settings = settings_of(workspace)
+    raise TargetNotReached(
+        f"after {max_rounds} rounds the review admitted only {settings.target_count - wanted(workspace)} of "
+        f"{settings.target_count} episodes; its reasons are in {workspace.path('episodes')}/*/review.json "
+        "(fix the renderer or the scene, then rerun `datafarm farm`)")
