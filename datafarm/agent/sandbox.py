@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from datafarm.errors import Unavailable
 
+import contextlib
 import logging
 import os
 import shutil
@@ -48,16 +49,22 @@ error: exited with a non-zero status (including bwrap failing to set the sandbox
 _UNPRIVILEGED_ID = "65534"  # nobody / nogroup inside the sandbox's user namespace
 _MEMORY_MARKERS = ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "out of memory")
 
-# Runs outside the sandbox, in place of a preexec_fn (unsafe with threads): set rlimits, exec bwrap.
+# Runs outside the sandbox, in place of a preexec_fn (unsafe with threads): join the process-count
+# cgroup, set rlimits, exec bwrap. Arguments: AS CPU FSIZE NPROC CGROUP_PROCS_FILE, then bwrap's argv.
 _LIMITER = (
     "import os, resource, sys\n"
     "a = sys.argv[1:]\n"
-    "for r, v in zip((resource.RLIMIT_AS, resource.RLIMIT_CPU, resource.RLIMIT_FSIZE), a[:3]):\n"
+    "if a[4] != '-':\n"
+    "    open(a[4], 'w').write(str(os.getpid()))\n"
+    "for r, v in zip((resource.RLIMIT_AS, resource.RLIMIT_CPU, resource.RLIMIT_FSIZE, resource.RLIMIT_NPROC), a[:4]):\n"
     "    if v != '-':\n"
     "        soft = int(v)\n"
     "        resource.setrlimit(r, (soft, soft + 1 if r == resource.RLIMIT_CPU else soft))\n"
-    "os.execv(a[3], a[3:])\n"
+    "os.execv(a[5], a[5:])\n"
 )
+_PIDS_V1 = Path("/sys/fs/cgroup/pids")  # cgroup v1 pids hierarchy
+_CGROUP_V2 = Path("/sys/fs/cgroup")
+_warned_no_process_cap = False
 
 
 class SandboxError(Unavailable, RuntimeError):
@@ -74,6 +81,8 @@ class SandboxLimits(BaseModel):
     max_output_bytes: int = Field(1 << 20, gt=0, description="stdout and stderr each kept to this (head + tail)")
     file_bytes: int | None = Field(1 << 30, gt=0, description="largest file a process may write (RLIMIT_FSIZE)")
     tmp_bytes: int = Field(256 << 20, gt=0, description="size of the private /tmp tmpfs")
+    max_processes: int | None = Field(512, gt=0, description="processes and threads alive at once in the sandbox "
+                                                            "(a cgroup's pids.max as root, RLIMIT_NPROC otherwise)")
 
 
 class SandboxResult(BaseModel):
@@ -139,13 +148,101 @@ def _mount_args(workdir: Path, readable: Sequence[Path], hidden: Sequence[Path],
     return args + remount
 
 
+class _ProcessCap:
+    """Bounds how many processes and threads a sandbox runs at once (a fork bomb stops at the cap).
+
+    RLIMIT_NPROC does not bind root (the sandbox's uid maps back to the host's root, which the kernel
+    exempts), so as root each sandbox gets a pids cgroup of its own (v1 pids hierarchy, or v2 below
+    ours) with pids.max; as any other user RLIMIT_NPROC = the user's tasks now + the cap. Where root
+    can create no cgroup the cap is missing and a warning says so.
+    """
+
+    def __init__(self, max_processes: int | None) -> None:
+        self.max_processes = max_processes
+        self.cgroup: Path | None = None
+        self.nproc: int | None = None
+
+    @property
+    def mechanism(self) -> str:
+        return "cgroup pids.max" if self.cgroup else "RLIMIT_NPROC" if self.nproc else "none"
+
+    def acquire(self) -> _ProcessCap:
+        global _warned_no_process_cap
+        if self.max_processes is None:
+            return self
+        if os.geteuid() != 0:
+            self.nproc = _tasks_of_uid(os.getuid()) + self.max_processes
+            return self
+        for parent in (_PIDS_V1, _own_v2_cgroup()):
+            if parent is None or not (parent / "cgroup.procs").exists():
+                continue
+            folder = parent / f"datafarm-sandbox-{os.getpid()}-{threading.get_ident()}-{time.monotonic_ns()}"
+            try:
+                folder.mkdir()
+                (folder / "pids.max").write_text(str(self.max_processes))
+            except OSError as error:
+                log.debug("no pids cgroup under %s: %s", parent, error)
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+                continue
+            self.cgroup = folder
+            return self
+        if not _warned_no_process_cap:
+            _warned_no_process_cap = True
+            log.warning("sandboxes run WITHOUT a process-count limit: as root RLIMIT_NPROC does not bind and no "
+                        "pids cgroup could be created (mount a writable cgroup, or run the farm as a normal user)")
+        return self
+
+    def limiter_args(self) -> list[str]:
+        return [str(self.nproc) if self.nproc else "-", str(self.cgroup / "cgroup.procs") if self.cgroup else "-"]
+
+    def release(self) -> None:
+        """Remove the cgroup (its processes are gone once bwrap is: the PID namespace died with it)."""
+        if self.cgroup is None:
+            return
+        for _ in range(50):
+            try:
+                self.cgroup.rmdir()
+                break
+            except OSError:  # still emptying: the kernel reaps the namespace asynchronously
+                time.sleep(0.02)
+        else:
+            log.warning("could not remove the sandbox cgroup %s", self.cgroup)
+        self.cgroup = None
+
+
+def _own_v2_cgroup() -> Path | None:
+    try:
+        line = next(line for line in Path("/proc/self/cgroup").read_text().splitlines() if line.startswith("0::"))
+    except (OSError, StopIteration):
+        return None
+    own = _CGROUP_V2 / line[3:].lstrip("/")
+    try:
+        return own if "pids" in (own / "cgroup.subtree_control").read_text().split() else None
+    except OSError:
+        return None
+
+
+def _tasks_of_uid(uid: int) -> int:
+    """Threads of every process the user runs now (what RLIMIT_NPROC counts)."""
+    count = 0
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
+        except OSError:
+            continue
+        if int(fields.get("Uid", "-1 0").split()[0]) == uid:
+            count += int(fields.get("Threads", "1"))
+    return count
+
+
 def _bwrap_command(bwrap: str, command: Sequence[str], workdir: Path, readable: Sequence[Path],
-                   hidden: Sequence[Path], limits: SandboxLimits, hide_home: bool) -> list[str]:
+                   hidden: Sequence[Path], limits: SandboxLimits, hide_home: bool, cap: _ProcessCap) -> list[str]:
     def limit(value: int | None) -> str:
         return "-" if value is None else str(value)
 
     launcher = [sys.executable, "-I", "-S", "-c", _LIMITER,
-                limit(limits.memory_bytes), limit(limits.cpu_seconds), limit(limits.file_bytes)]
+                limit(limits.memory_bytes), limit(limits.cpu_seconds), limit(limits.file_bytes), *cap.limiter_args()]
     sandbox = [bwrap, "--unshare-all", "--unshare-net", "--unshare-user", "--disable-userns",
                "--uid", _UNPRIVILEGED_ID, "--gid", _UNPRIVILEGED_ID, "--cap-drop", "ALL",
                "--die-with-parent", "--new-session",
@@ -205,6 +302,24 @@ def sandbox_env(workdir: Path, env: Mapping[str, str] | None = None) -> dict[str
     return base | dict(env or {})
 
 
+def _launch(argv: list[str], workdir: Path, readable: Sequence[Path], hidden: Sequence[Path],
+            limits: SandboxLimits, env: Mapping[str, str] | None, bwrap: str | Path | None, hide_home: bool,
+            stdin: int | None) -> tuple[subprocess.Popen, _ProcessCap]:
+    workdir.mkdir(parents=True, exist_ok=True)
+    found = find_bwrap(bwrap)
+    cap = _ProcessCap(limits.max_processes).acquire()
+    try:
+        full = _bwrap_command(found, argv, workdir, [Path(p).resolve() for p in readable],
+                              [Path(p).resolve() for p in hidden], limits, hide_home, cap)
+        log.debug("sandbox (process cap: %s): %s", cap.mechanism, full)
+        proc = subprocess.Popen(full, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=sandbox_env(workdir, env), start_new_session=True)
+    except BaseException:
+        cap.release()
+        raise
+    return proc, cap
+
+
 def run_sandboxed(command: str | Sequence[str], workdir: Path, readable: Sequence[Path] = (),
                   hidden: Sequence[Path] = (), limits: SandboxLimits | None = None,
                   env: Mapping[str, str] | None = None, *, bwrap: str | Path | None = None,
@@ -218,13 +333,8 @@ def run_sandboxed(command: str | Sequence[str], workdir: Path, readable: Sequenc
     limits = limits or SandboxLimits()
     argv = ["/bin/sh", "-c", command] if isinstance(command, str) else [str(part) for part in command]
     workdir = Path(workdir).resolve()
-    workdir.mkdir(parents=True, exist_ok=True)
-    full = _bwrap_command(find_bwrap(bwrap), argv, workdir, [Path(p).resolve() for p in readable],
-                          [Path(p).resolve() for p in hidden], limits, hide_home)
-    log.debug("sandbox: %s", full)
     started = time.monotonic()
-    proc = subprocess.Popen(full, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=sandbox_env(workdir, env), start_new_session=True)
+    proc, cap = _launch(argv, workdir, readable, hidden, limits, env, bwrap, hide_home, subprocess.DEVNULL)
     out, err = _Capture(proc.stdout, limits.max_output_bytes), _Capture(proc.stderr, limits.max_output_bytes)
     out.start()
     err.start()
@@ -236,6 +346,7 @@ def run_sandboxed(command: str | Sequence[str], workdir: Path, readable: Sequenc
     finally:
         if proc.poll() is None:  # wall limit, or our caller interrupted: take the whole sandbox down
             _kill_sandbox(proc)
+        cap.release()
     out.join(5)
     err.join(5)
     stderr = err.text()
@@ -268,16 +379,22 @@ def run_python_in_sandbox(program: str | Path, workdir: Path, args: Sequence[str
     run_sandboxed([sys.executable, "-m", "some.runner", *args], ...) with the same binds.
     """
     python = str(python or sys.executable)
-    extra = [Path(p).resolve() for p in readable]
     workdir = Path(workdir).resolve()
-    # the venv, the interpreter it links to (pyenv lives in the hidden home), and the script's folder
-    folders = [Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), Path(python).resolve().parent]
+    extra = python_readable(python, workdir, readable)
     if isinstance(program, Path):
         argv = [python, str(program.resolve()), *args]
-        folders.append(program.resolve().parent)
+        if not _within(program.resolve().parent, [workdir, *extra]):
+            extra.append(program.resolve().parent)
     else:
         argv = [python, "-c", program, *args]
-    for folder in folders:
-        if not _within(folder, [workdir, *extra]):
-            extra.append(folder)
     return run_sandboxed(argv, workdir, extra, hidden, limits, env, bwrap=bwrap, hide_home=hide_home)
+
+
+def python_readable(python: str | Path, workdir: Path, readable: Sequence[Path] = ()) -> list[Path]:
+    """`readable` plus what `python` needs: this venv, the interpreter it links to (pyenv lives in
+    the hidden home), and the interpreter's folder."""
+    extra = [Path(p).resolve() for p in readable]
+    for folder in (Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), Path(python).resolve().parent):
+        if not _within(folder, [Path(workdir).resolve(), *extra]):
+            extra.append(folder)
+    return extra

@@ -44,6 +44,7 @@ class EpisodeResult:
     error: str | None = None  # "ExceptionType: message" when the expert failed
     sample: dict = field(default_factory=dict)
     trace: Trace | None = None
+    traceback: str | None = None  # the expert's, when it failed (never the judge's: it runs apart)
 
     @property
     def success(self) -> bool:
@@ -81,14 +82,33 @@ def _episode_spec(package: TaskPackage, object_colors: dict[str, list[float]]):
     return package.scene.model_copy(update={"objects": objects})
 
 
-def run_episode(package: TaskPackage, seed: int, randomization: RandomizationConfig | None = None,
-                rig_config: RigConfig | None = None, record_dir: str | Path | None = None,
-                wall_limit: float | None = 120.0, expert=None, judge=None) -> EpisodeResult:
-    """Simulate one episode. With `record_dir`, cameras are recorded there (EpisodeRecorder layout).
+@dataclass
+class SimulatedEpisode:
+    """An episode before any judge saw it: what the expert did, as the trace records it."""
 
-    Without cameras the same physics runs faster (seed search); replaying a seed with cameras gives
-    the same episode.
-    """
+    task: str
+    seed: int
+    trace: Trace
+    steps: int
+    sim_seconds: float
+    wall_seconds: float
+    error: str | None = None  # "ExceptionType: message" when the expert failed
+    traceback: str | None = None  # the expert's traceback (its last frames) when it failed
+    sample: dict = field(default_factory=dict)
+
+    def judged(self, verdict: Verdict) -> EpisodeResult:
+        if self.error and verdict.success:
+            # the judge sees the outcome only; an expert that crashed after succeeding still succeeded
+            log.info("seed %d: expert raised %s but the judge accepts the outcome", self.seed, self.error)
+        return EpisodeResult(self.task, self.seed, verdict, self.steps, self.sim_seconds, self.wall_seconds,
+                             self.error, self.sample, self.trace, self.traceback)
+
+
+def simulate_episode(package: TaskPackage, seed: int, randomization: RandomizationConfig | None = None,
+                     rig_config: RigConfig | None = None, record_dir: str | Path | None = None,
+                     wall_limit: float | None = 120.0, expert=None) -> SimulatedEpisode:
+    """Simulate one episode with the expert and judge nothing. With `record_dir`, cameras are recorded
+    there (EpisodeRecorder layout); without, the same physics runs faster (seed search)."""
     randomization = randomization or RandomizationConfig()
     base_config = rig_config or load_rig_config()
     if record_dir is None:
@@ -96,14 +116,13 @@ def run_episode(package: TaskPackage, seed: int, randomization: RandomizationCon
     sample = sample_episode(package.scene, seed, randomization, package.info.max_seconds, base_config.timing.control_hz)
     config = apply_to_rig_config(base_config, sample)
     expert = expert or package.load_expert()
-    judge = judge or package.load_judge()
     started = time.perf_counter()
     rig = DualArmRig.create(config)
     rig.reset(rig.rest_state() + np.asarray(sample.start_noise))
     scene = build_scene(rig, _episode_spec(package, sample.object_colors), sample.placements, package.directory,
                         sample.fixture_params)
     max_steps = int(package.info.max_seconds * config.timing.control_hz)
-    error = None
+    error = failure_trace = None
     recorder = None
     if record_dir is not None:
         recorder = EpisodeRecorder(rig, record_dir, metadata={"task": package.name, "seed": seed,
@@ -121,13 +140,22 @@ def run_episode(package: TaskPackage, seed: int, randomization: RandomizationCon
             error = f"EpisodeTimeout: {exc}"
         except Exception as exc:  # an expert's failure is a rejected episode, not a crash
             error = f"{type(exc).__name__}: {exc}"
-            log.debug("expert failed on seed %d:\n%s", seed, traceback.format_exc())
+            failure_trace = "".join(traceback.format_exc().splitlines(True)[-12:])
+            log.debug("expert failed on seed %d:\n%s", seed, failure_trace)
     heights = {name: obj.height for name, obj in scene.objects.items()}
     trace = env.trace.freeze(heights, info=sample.to_dict())
-    verdict = judge.judge(trace, package.params)
-    if error and verdict.success:
-        # the judge sees the outcome only; an expert that crashed after succeeding still succeeded
-        log.info("seed %d: expert raised %s but the judge accepts the outcome", seed, error)
-    return EpisodeResult(package.name, seed, verdict, len(trace) - 1, rig.time,
-                         time.perf_counter() - started, error, sample.to_dict(), trace)
+    return SimulatedEpisode(package.name, seed, trace, len(trace) - 1, rig.time, time.perf_counter() - started,
+                            error, failure_trace, sample.to_dict())
 
+
+def run_episode(package: TaskPackage, seed: int, randomization: RandomizationConfig | None = None,
+                rig_config: RigConfig | None = None, record_dir: str | Path | None = None,
+                wall_limit: float | None = 120.0, expert=None, judge=None) -> EpisodeResult:
+    """Simulate one episode and judge it, both IN THIS PROCESS: for built-in, trusted code and tests.
+
+    Agent-written code runs in the sandbox instead (datafarm.task.isolation). Replaying a seed with
+    cameras gives the same episode.
+    """
+    judge = judge or package.load_judge()
+    simulated = simulate_episode(package, seed, randomization, rig_config, record_dir, wall_limit, expert)
+    return simulated.judged(judge.judge(simulated.trace, package.params))

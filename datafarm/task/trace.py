@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -96,7 +97,30 @@ class Trace:
         return slice(int(np.searchsorted(self.time, self.time[-1] - seconds)), len(self.time))
 
     def save(self, path) -> None:
+        """Everything, in one .npz (heights, events and info as a JSON string): Trace.load reads it back."""
         arrays = {"time": self.time, "qpos": self.qpos, "tcp": self.tcp}
         arrays.update({f"pose/{k}": v for k, v in self.poses.items()})
         arrays.update({f"fixture/{k}/{c}": v for k, cols in self.fixtures.items() for c, v in cols.items()})
+        meta = {"heights": self.heights, "events": self.events, "info": self.info}
+        arrays["meta"] = np.array(json.dumps(meta, default=_jsonable))
         np.savez_compressed(path, **arrays)
+
+    @classmethod
+    def load(cls, path) -> Trace:
+        """A trace written by save (no pickles: a file from a sandbox is data, never code)."""
+        with np.load(path, allow_pickle=False) as data:
+            meta = json.loads(str(data["meta"])) if "meta" in data.files else {}
+            poses = {k[len("pose/"):]: data[k] for k in data.files if k.startswith("pose/")}
+            fixtures: dict[str, dict[str, np.ndarray]] = {}
+            for key in data.files:
+                if key.startswith("fixture/"):
+                    name, column = key[len("fixture/"):].rsplit("/", 1)
+                    fixtures.setdefault(name, {})[column] = data[key]
+            return cls(time=data["time"], qpos=data["qpos"], tcp=data["tcp"], poses=poses, fixtures=fixtures,
+                       heights={k: float(v) for k, v in meta.get("heights", {}).items()},
+                       events=list(meta.get("events", [])), info=dict(meta.get("info", {})))
+
+
+def _jsonable(value):
+    """numpy scalars and arrays in events or info, as JSON."""
+    return value.tolist() if isinstance(value, (np.ndarray, np.generic)) else str(value)
