@@ -6,7 +6,6 @@ killed run keeps what it had spent. Prices come from configs/prices/default.yaml
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections import defaultdict
@@ -18,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict
 
 from datafarm.paths import config_path
+from datafarm.workspace.jsonl import append_jsonl, read_jsonl
 
 LEDGER_FILE = "costs.jsonl"
 
@@ -55,8 +55,7 @@ class CostLedger:
             episode: int | None = None, usd: float | None = None) -> CostEntry:
         entry = CostEntry(phase, item, quantity, unit, unit_price,
                           quantity * unit_price if usd is None else usd, episode, time.time())
-        with open(self.path, "a") as f:  # appends of one short line are atomic enough
-            f.write(json.dumps(asdict(entry)) + "\n")
+        append_jsonl(self.path, asdict(entry))  # one whole line; a kill's torn line never blocks reading
         return entry
 
     def add_cpu(self, phase: str, seconds: float, episode: int | None = None) -> CostEntry:
@@ -75,9 +74,7 @@ class CostLedger:
             self.add_cpu(phase, _cpu_seconds() - start, episode)
 
     def entries(self) -> list[CostEntry]:
-        if not self.path.exists():
-            return []
-        return [CostEntry(**json.loads(line)) for line in self.path.read_text().splitlines() if line.strip()]
+        return [CostEntry(**record) for record in read_jsonl(self.path)]
 
     def by_phase(self) -> dict[str, dict[str, float]]:
         totals: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))

@@ -9,6 +9,7 @@ all still there, unmodified.
 from __future__ import annotations
 
 from datafarm.errors import BadInput
+from datafarm.workspace.jsonl import append_jsonl, read_jsonl
 
 import hashlib
 import json
@@ -162,12 +163,10 @@ class Workspace:
 
     def log_timing(self, phase: str, seconds: float, episode: int | None = None) -> None:
         """Wall time of one library call (timings.jsonl): what the orchestration overhead is measured against."""
-        with open(self.path("timings.jsonl"), "a") as f:
-            f.write(json.dumps({"phase": phase, "episode": episode, "seconds": seconds}) + "\n")
+        append_jsonl(self.path("timings.jsonl"), {"phase": phase, "episode": episode, "seconds": seconds})
 
     def timings(self) -> list[dict]:
-        path = self.path("timings.jsonl")
-        return [json.loads(line) for line in path.read_text().splitlines() if line] if path.exists() else []
+        return read_jsonl(self.path("timings.jsonl"))
 
     def invalidate(self, phase: str) -> None:
         path = self.path(self._record_path(phase))
