@@ -37,6 +37,7 @@ from datafarm.agent.tools import (ExpertRunner, SubmitCheck, Toolbox, check_defi
                                   judge_api_text, skill_api_text)
 from datafarm.author.base import Author, RequestRefused, TaskMatch  # noqa: E402
 from datafarm.costs import CostLedger  # noqa: E402
+from datafarm.workspace.jsonl import append_jsonl, read_jsonl  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -86,20 +87,10 @@ class Transcript:
         self.path.parent.mkdir(parents=True, exist_ok=True)
 
     def append(self, event: str, **data: Any) -> None:
-        with open(self.path, "a") as f:
-            f.write(json.dumps({"event": event, "time": round(time.time(), 3), **data}, default=str) + "\n")
-            f.flush()
+        append_jsonl(self.path, {"event": event, "time": round(time.time(), 3), **data})
 
     def events(self) -> list[dict[str, Any]]:
-        if not self.path.exists():
-            return []
-        events = []
-        for number, line in enumerate(self.path.read_text().splitlines(), 1):
-            try:
-                events.append(json.loads(line))
-            except json.JSONDecodeError:  # a line torn by a kill: everything before it stands
-                log.warning("%s:%d: torn line ignored", self.path, number)
-        return events
+        return read_jsonl(self.path)  # a line torn by a kill is left out; everything before it stands
 
 
 def _retryable() -> tuple[type[BaseException], ...]:

@@ -19,6 +19,7 @@ from datafarm.sim.recorder import RecordedEpisode
 from datafarm.task.package import TaskPackage
 from datafarm.task.rollout import run_episode
 from datafarm.workspace import Workspace
+from datafarm.workspace.jsonl import append_jsonl, read_jsonl
 
 ATTEMPTS = "rollout/attempts.jsonl"
 CAMERAS = ("head", "left_wrist", "right_wrist")
@@ -37,17 +38,11 @@ class Attempt:
 
 
 def attempts(workspace: Workspace) -> list[Attempt]:
-    path = workspace.path(ATTEMPTS)
-    if not path.exists():
-        return []
-    return [Attempt(**json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
+    return [Attempt(**record) for record in read_jsonl(workspace.path(ATTEMPTS))]
 
 
 def _log_attempt(workspace: Workspace, attempt: Attempt) -> None:
-    path = workspace.path(ATTEMPTS)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as f:
-        f.write(json.dumps(attempt.__dict__) + "\n")
+    append_jsonl(workspace.path(ATTEMPTS), attempt.__dict__)
 
 
 def kept_episodes(workspace: Workspace) -> list[int]:
