@@ -115,3 +115,29 @@ def procedural_texture(kind: str, rng: np.random.Generator, size: int = TEXTURE_
     grain = rng.standard_normal((size, size)) * 0.03  # a little weave so flat areas are not synthetic-flat
     image = weight[..., None] * np.array(first) + (1 - weight[..., None]) * np.array(second) + grain[..., None]
     return np.clip(image * 255, 0, 255).round().astype(np.uint8), params
+
+
+# ----- held-out cloths: patterns the training randomization never draws (closed-loop "unseen" appearance) ---
+HELD_OUT_KINDS = ("plaid", "dots")
+
+
+def held_out_texture(kind: str, colors: list[tuple[float, float, float]], size: int = TEXTURE_SIZE) -> np.ndarray:
+    """A tileable (size, size, 3) uint8 cloth of a kind `procedural_texture` never makes, in the given sRGB colours.
+
+    plaid: three colours in crossing bands of two widths (a tartan); dots: a grid of round spots of the
+    second colour on the first. Deterministic: the held-out set is fixed, not sampled.
+    """
+    if kind not in HELD_OUT_KINDS:
+        raise ValueError(f"unknown held-out texture {kind!r}; known: {HELD_OUT_KINDS}")
+    y, x = np.mgrid[0:size, 0:size] / size
+    palette = np.asarray(colors, dtype=float)
+    if kind == "plaid":
+        bands_x = (np.floor(x * 8) % 4 == 0) | (np.floor(x * 16) % 8 == 3)
+        bands_y = (np.floor(y * 8) % 4 == 0) | (np.floor(y * 16) % 8 == 3)
+        image = np.where(bands_x[..., None] & bands_y[..., None], palette[2],
+                         np.where((bands_x | bands_y)[..., None], palette[1], palette[0]))
+    else:
+        cells = 6
+        dx, dy = (x * cells) % 1 - 0.5, (y * cells) % 1 - 0.5
+        image = np.where((np.hypot(dx, dy) < 0.3)[..., None], palette[1], palette[0])
+    return np.clip(image * 255, 0, 255).round().astype(np.uint8)

@@ -68,7 +68,11 @@ def class_maps(episode: RecordedEpisode, segmentation: np.ndarray) -> np.ndarray
 
 def camera_rays(episode: RecordedEpisode, camera: str) -> np.ndarray:
     """(H, W, 3) float32 camera-frame rays through pixel centres, scaled to z = 1 (OpenCV axes)."""
-    spec = episode.meta["cameras"][camera]
+    return pixel_rays(episode.meta["cameras"][camera])
+
+
+def pixel_rays(spec: dict) -> np.ndarray:
+    """camera_rays for a camera spec ("width", "height", "intrinsics"), recorded or live."""
     intrinsics = np.asarray(spec["intrinsics"], dtype=np.float64)
     v, u = np.mgrid[0:spec["height"], 0:spec["width"]] + 0.5
     pixels = np.stack([u, v, np.ones_like(u)], axis=-1).astype(np.float32)
@@ -96,14 +100,21 @@ def plane_points(rays: np.ndarray, extrinsic_cv: np.ndarray, height: float) -> t
 
 def class_height(episode: RecordedEpisode, wanted: int) -> float | None:
     """Median world height (m) of the pixels of class `wanted` (depth back-projected), or None if never seen."""
+    views = []
     for camera in episode.cameras:
         arrays = load_camera_arrays(episode, camera, depth_frames=[0])
         classes = class_maps(episode, arrays["segmentation"][:1])[0]
-        depth = arrays["depth_m"][0]
+        views.append((classes, arrays["depth_m"][0], camera_rays(episode, camera), arrays["extrinsics_cv"][0]))
+    return table_height_from(views, wanted)
+
+
+def table_height_from(views: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]], wanted: int) -> float | None:
+    """class_height from in-memory views: (classes, depth_m, rays, extrinsic_cv) per camera, in camera order."""
+    for classes, depth, rays, extrinsic in views:
         mask = (classes == wanted) & (depth > 0)
         if mask.sum() < 20:
             continue
-        centre, directions = world_rays(camera_rays(episode, camera), arrays["extrinsics_cv"][0])
+        centre, directions = world_rays(rays, extrinsic)
         heights = centre[2] + depth[mask] * directions[mask][:, 2]  # rays have camera z = 1, depth is z-depth
         return float(np.median(heights))
     return None

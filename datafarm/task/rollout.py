@@ -19,14 +19,14 @@ from pathlib import Path
 
 import numpy as np
 
-from datafarm.scene.builder import build_scene
+from datafarm.scene.builder import BuiltScene, build_scene
 from datafarm.sim.config import RigConfig, load_rig_config
 from datafarm.sim.recorder import EpisodeRecorder
 from datafarm.sim.rig import DualArmRig
 from datafarm.skills import Skills
 from datafarm.task.env import EpisodeTimeout, TaskEnv
 from datafarm.task.package import TaskPackage, judge_hidden
-from datafarm.task.randomization import RandomizationConfig, apply_to_rig_config, sample_episode
+from datafarm.task.randomization import EpisodeSample, RandomizationConfig, apply_to_rig_config, sample_episode
 from datafarm.task.trace import Trace
 from datafarm.task.verdict import Verdict
 
@@ -104,6 +104,28 @@ class SimulatedEpisode:
                              self.error, self.sample, self.trace, self.traceback)
 
 
+@dataclass
+class EpisodeWorld:
+    """A seeded episode's simulated world, ready for its first action (the expert's or a policy's)."""
+
+    rig: DualArmRig
+    scene: BuiltScene
+    sample: EpisodeSample
+    max_steps: int
+
+
+def episode_world(package: TaskPackage, seed: int, randomization: RandomizationConfig,
+                  rig_config: RigConfig) -> EpisodeWorld:
+    """Sample `seed`'s randomization, create the rig (cameras as `rig_config` has them), build the scene."""
+    sample = sample_episode(package.scene, seed, randomization, package.info.max_seconds, rig_config.timing.control_hz)
+    config = apply_to_rig_config(rig_config, sample)
+    rig = DualArmRig.create(config)
+    rig.reset(rig.rest_state() + np.asarray(sample.start_noise))
+    scene = build_scene(rig, _episode_spec(package, sample.object_colors), sample.placements, package.directory,
+                        sample.fixture_params)
+    return EpisodeWorld(rig, scene, sample, int(package.info.max_seconds * config.timing.control_hz))
+
+
 def simulate_episode(package: TaskPackage, seed: int, randomization: RandomizationConfig | None = None,
                      rig_config: RigConfig | None = None, record_dir: str | Path | None = None,
                      wall_limit: float | None = 120.0, expert=None) -> SimulatedEpisode:
@@ -113,15 +135,10 @@ def simulate_episode(package: TaskPackage, seed: int, randomization: Randomizati
     base_config = rig_config or load_rig_config()
     if record_dir is None:
         base_config = base_config.model_copy(update={"cameras": {}})
-    sample = sample_episode(package.scene, seed, randomization, package.info.max_seconds, base_config.timing.control_hz)
-    config = apply_to_rig_config(base_config, sample)
     expert = expert or package.load_expert()
     started = time.perf_counter()
-    rig = DualArmRig.create(config)
-    rig.reset(rig.rest_state() + np.asarray(sample.start_noise))
-    scene = build_scene(rig, _episode_spec(package, sample.object_colors), sample.placements, package.directory,
-                        sample.fixture_params)
-    max_steps = int(package.info.max_seconds * config.timing.control_hz)
+    world = episode_world(package, seed, randomization, base_config)
+    rig, scene, sample, max_steps = world.rig, world.scene, world.sample, world.max_steps
     error = failure_trace = None
     recorder = None
     if record_dir is not None:

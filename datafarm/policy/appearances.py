@@ -1,0 +1,67 @@
+"""The two appearances a closed-loop evaluation renders in: `original` and `unseen`.
+
+original: the training distribution, drawn exactly as the farm's render phase draws it for an episode
+seed (`sample_appearance(seed, texture_pool())`: the same tablecloth pool, light and texture placement).
+
+unseen: a fixed, documented held-out set that the training randomization never produces, like the
+paper's changed tablecloth and coloured light. Each entry pairs
+- a tablecloth of a pattern the training generator has no kind for (plaid, polka dots; training draws
+  real table crops, noise, stripes and checks) in saturated colours (HSV saturation >= 0.85; training
+  cloths are at most 0.6), with
+- a strongly coloured light: linear RGB gains whose largest / smallest ratio is >= 2.2 (training gains
+  are drawn per channel in [0.8, 1.2], a ratio of at most 1.5).
+A trial's unseen appearance is the entry `seed % len(UNSEEN_SET)`; scale and rotation are fixed too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from datafarm.render.appearance import LIGHT_GAIN_RANGE, Appearance, sample_appearance
+from datafarm.render.textures import held_out_texture
+
+APPEARANCES = ("original", "unseen")
+
+
+@dataclass(frozen=True)
+class HeldOutLook:
+    name: str
+    kind: str  # a datafarm.render.textures.HELD_OUT_KINDS pattern
+    colors: tuple[tuple[float, float, float], ...]  # sRGB 0..1
+    light_tint: tuple[float, float, float]  # linear RGB gains (normalised to mean 1 when used)
+    light_intensity: float
+    scale_m: float = 0.3
+    rotation_deg: float = 20.0
+
+
+UNSEEN_SET: tuple[HeldOutLook, ...] = (
+    HeldOutLook("red-plaid/amber-light", "plaid", ((0.75, 0.05, 0.08), (0.1, 0.1, 0.55), (0.95, 0.85, 0.1)),
+                (1.7, 0.9, 0.4), 1.0),
+    HeldOutLook("green-dots/blue-light", "dots", ((0.05, 0.55, 0.15), (0.95, 0.9, 0.05)), (0.5, 0.9, 1.6), 0.95),
+    HeldOutLook("purple-plaid/green-light", "plaid", ((0.45, 0.05, 0.6), (0.05, 0.6, 0.6), (0.9, 0.4, 0.05)),
+                (0.6, 1.6, 0.8), 1.05),
+    HeldOutLook("orange-dots/magenta-light", "dots", ((0.9, 0.45, 0.02), (0.05, 0.2, 0.8)), (1.5, 0.5, 1.2), 1.0),
+)
+TRAINING_MAX_TINT_RATIO = LIGHT_GAIN_RANGE[1] / LIGHT_GAIN_RANGE[0]
+
+
+def unseen_appearance(seed: int) -> Appearance:
+    look = UNSEEN_SET[seed % len(UNSEEN_SET)]
+    tint = np.asarray(look.light_tint, dtype=float)
+    tint = tint / tint.mean()
+    return Appearance(seed=seed, texture_name=look.name, texture_source="held-out",
+                      texture_params={"kind": look.kind, "colors": [list(c) for c in look.colors]},
+                      texture_scale_m=look.scale_m, texture_rotation_deg=look.rotation_deg,
+                      light_tint=tuple(round(float(g), 4) for g in tint), light_intensity=look.light_intensity,
+                      texture=held_out_texture(look.kind, list(look.colors)))
+
+
+def trial_appearance(kind: str, seed: int, texture_pool) -> Appearance:
+    """The appearance a trial on `seed` is rendered in; `texture_pool` is the farm's (datafarm.farm.episodes)."""
+    if kind == "original":
+        return sample_appearance(seed, texture_pool)
+    if kind == "unseen":
+        return unseen_appearance(seed)
+    raise ValueError(f"unknown appearance {kind!r}; choose one of {APPEARANCES}")
