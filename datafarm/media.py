@@ -1,12 +1,34 @@
-"""Video files through PyAV: a streaming H.264 writer and a whole-file reader."""
+"""The one video module: every mp4 the farm reads or writes goes through these functions (PyAV).
+
+Writing: `VideoWriter` (streaming H.264, constant memory) and `write_video`. Reading: `probe` (stream
+facts), `iter_frames` (frame by frame), `iter_timed_frames` (with presentation times), `frames_at`
+(seeking), `read_video` (whole file). An unreadable file raises `VideoError` naming it.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
 import av
 import numpy as np
+
+from datafarm.errors import BadInput
+
+
+class VideoError(BadInput, ValueError):
+    """A video cannot be read (missing stream, truncated or corrupt file)."""
+
+
+@dataclass(frozen=True)
+class VideoInfo:
+    frames: int  # as stated by the container (0 when unknown); decode to be sure
+    fps: Fraction  # 0 when the container does not say
+    width: int
+    height: int
+    duration: float  # seconds (0.0 when unknown)
 
 
 class VideoWriter:
@@ -50,13 +72,54 @@ def write_video(path: str | Path, frames, fps: int) -> Path:
     return Path(path)
 
 
-def read_video(path: str | Path) -> np.ndarray:
-    """All frames of a video as (T, H, W, 3) uint8. Raises ValueError naming the file if unreadable."""
+def probe(path: str | Path) -> VideoInfo:
+    """Container facts of a video's first video stream."""
     try:
         with av.open(str(path)) as container:
-            frames = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
+            stream = container.streams.video[0]
+            duration = float(stream.duration * stream.time_base) if stream.duration and stream.time_base else 0.0
+            return VideoInfo(stream.frames, Fraction(stream.average_rate or 0), stream.codec_context.width,
+                             stream.codec_context.height, duration)
     except (av.error.FFmpegError, IndexError) as error:
-        raise ValueError(f"cannot read video {path}: {error}") from error
+        raise VideoError(f"cannot read video {path}: {error}") from error
+
+
+def iter_timed_frames(path: str | Path) -> Iterator[tuple[float | None, np.ndarray]]:
+    """(presentation time in seconds, (H, W, 3) uint8 RGB) for each frame, decoded one at a time."""
+    try:
+        with av.open(str(path)) as container:
+            for frame in container.decode(video=0):
+                yield frame.time, frame.to_ndarray(format="rgb24")
+    except (av.error.FFmpegError, IndexError) as error:
+        raise VideoError(f"cannot decode video {path}: {error}") from error
+
+
+def iter_frames(path: str | Path) -> Iterator[np.ndarray]:
+    """Decode a video frame by frame as (H, W, 3) uint8 RGB (constant memory)."""
+    for _, frame in iter_timed_frames(path):
+        yield frame
+
+
+def frames_at(path: str | Path, times: list[float]) -> list[np.ndarray]:
+    """The first frame at or after each time (seconds), seeking to the keyframe before it."""
+    frames = []
+    try:
+        with av.open(str(path)) as container:
+            stream = container.streams.video[0]
+            for t in times:
+                container.seek(int(t / stream.time_base), stream=stream, backward=True)
+                for frame in container.decode(stream):
+                    if frame.time is None or frame.time >= t:
+                        frames.append(frame.to_ndarray(format="rgb24"))
+                        break
+    except (av.error.FFmpegError, IndexError) as error:
+        raise VideoError(f"cannot decode video {path}: {error}") from error
+    return frames
+
+
+def read_video(path: str | Path) -> np.ndarray:
+    """All frames of a video as (T, H, W, 3) uint8."""
+    frames = list(iter_frames(path))
     if not frames:
-        raise ValueError(f"video {path} has no frames")
+        raise VideoError(f"video {path} has no frames")
     return np.stack(frames)

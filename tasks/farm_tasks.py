@@ -70,9 +70,8 @@ def review_episode_task(workspace_path: str, index: int) -> dict:
 @task(name="harvest", cache_policy=NO_CACHE, **TRANSIENT_RETRIES)
 def harvest_task(workspace_path: str) -> dict:
     workspace = Workspace.open(workspace_path)
-    instruction = workspace.read_json("contract.json")["instruction"]
     with accounted(workspace, "harvest"):
-        report = deliver.harvest(workspace, instruction)
+        report = deliver.harvest(workspace)
     publish_phase_cost(workspace, "harvest")
     return report
 

@@ -22,12 +22,11 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import av
 import numpy as np
 
 from datafarm.calibration.errors import CalibrationError
 from datafarm.calibration.joints import read_joint_table
-from datafarm.media import read_video
+from datafarm.media import VideoError, probe, read_video
 from datafarm.sim.spaces import DOF
 
 log = logging.getLogger(__name__)
@@ -131,9 +130,8 @@ def read_video_checked(path: Path) -> np.ndarray:
 
 def video_fps(path: Path) -> float:
     try:
-        with av.open(str(path)) as container:
-            rate = container.streams.video[0].average_rate
-    except (av.error.FFmpegError, IndexError) as error:
+        rate = probe(path).fps
+    except VideoError as error:
         raise CalibrationError(f"{path} is unreadable or corrupt ({error}); re-export it as an H.264 mp4") from error
     return float(rate) if rate else 30.0
 

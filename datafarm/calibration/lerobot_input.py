@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import av
 import numpy as np
 import pyarrow.parquet as pq
 
 from datafarm.calibration.errors import CalibrationError
+from datafarm.media import VideoError, iter_timed_frames
 from datafarm.sim.spaces import DOF
 
 STATE_KEY = "observation.state"
@@ -110,14 +110,13 @@ def _decode_span(path: Path, start: float, end: float, fps: float) -> np.ndarray
     half = 0.5 / fps
     frames = []
     try:
-        with av.open(str(path)) as container:
-            for frame in container.decode(video=0):
-                if frame.time is None or frame.time < start - half:
-                    continue
-                if frame.time >= end - half:
-                    break
-                frames.append(frame.to_ndarray(format="rgb24"))
-    except (av.error.FFmpegError, IndexError) as error:
+        for time, frame in iter_timed_frames(path):
+            if time is None or time < start - half:
+                continue
+            if time >= end - half:
+                break
+            frames.append(frame)
+    except VideoError as error:
         raise CalibrationError(f"video {path} is unreadable or corrupt ({error}); re-encode or re-record it") from error
     if not frames:
         raise CalibrationError(f"video {path} has no frames between {start:.3f} s and {end:.3f} s")

@@ -18,12 +18,11 @@ import os
 import shutil
 from pathlib import Path
 
-import av
 import numpy as np
 from PIL import Image
 
 from datafarm.calibration.episode import PROVENANCE_FILE
-from datafarm.media import write_video
+from datafarm.media import frames_at, iter_timed_frames, probe, write_video
 from datafarm.paths import REPO_ROOT
 from datafarm.sim.spaces import AXIS_NAMES
 
@@ -76,13 +75,11 @@ def robomind_clips() -> list[Path]:
 def _decode_first_seconds(path: Path, seconds: float) -> tuple[list[np.ndarray], float]:
     """Frames with timestamps below `seconds`, and the clip's frame rate."""
     frames = []
-    with av.open(str(path)) as container:
-        stream = container.streams.video[0]
-        rate = float(stream.average_rate or 24)
-        for frame in container.decode(stream):
-            if frame.time is not None and frame.time >= seconds:
-                break
-            frames.append(frame.to_ndarray(format="rgb24"))
+    rate = float(probe(path).fps or 24)
+    for time, frame in iter_timed_frames(path):
+        if time is not None and time >= seconds:
+            break
+        frames.append(frame)
     if not frames:
         raise ValueError(f"{path} has no video frames")
     return frames, rate
@@ -150,20 +147,6 @@ def robomind_calibration_folder(output: str | Path, clip: str = "AX-PackPlate.mp
     return output
 
 
-def _frames_at(path: Path, times: list[float]) -> list[np.ndarray]:
-    """The first frame at or after each time (seconds), seeking to the keyframe before it."""
-    frames = []
-    with av.open(str(path)) as container:
-        stream = container.streams.video[0]
-        for t in times:
-            container.seek(int(t / stream.time_base), stream=stream, backward=True)
-            for frame in container.decode(stream):
-                if frame.time is None or frame.time >= t:
-                    frames.append(frame.to_ndarray(format="rgb24"))
-                    break
-    return frames
-
-
 def appearance_references(count: int = 8) -> list[np.ndarray]:
     """`count` real RGB frames (H, W, 3) uint8 at the clips' 640x368, spread over every clip and its length."""
     if count < 1:
@@ -174,8 +157,6 @@ def appearance_references(count: int = 8) -> list[np.ndarray]:
     for clip, n in zip(clips, per_clip):
         if n == 0:
             continue
-        with av.open(str(clip)) as container:
-            stream = container.streams.video[0]
-            duration = float(stream.duration * stream.time_base) if stream.duration else 10.0
-        references.extend(_frames_at(clip, [duration * (k + 0.5) / n for k in range(n)]))
+        duration = probe(clip).duration or 10.0
+        references.extend(frames_at(clip, [duration * (k + 0.5) / n for k in range(n)]))
     return references[:count]

@@ -6,11 +6,13 @@ LeRobot episode with:
 - ``observation.images.cam_high`` / ``cam_left_wrist`` / ``cam_right_wrist``: video, HWC uint8 at the
   episode's resolution (the rendered views when given, else the episode's own sim ``rgb.mp4``);
 - ``observation.state`` and ``action``: float32 (14,), named by `AXIS_NAMES`;
-- the task string ``instruction``.
+- the task string ``task``: the request as the user wrote it (what a language-conditioned policy is
+  given at deployment), not a canned paraphrase; the farm keeps its canonical instruction as metadata.
 
 The dataset is written under ``<root>.partial`` and renamed to ``root`` only after ``finalize()``
 succeeded, so a crash never leaves a dataset that looks complete. ``root/datafarm_harvest.json``
-maps each LeRobot episode index back to the farm's episode index and folder.
+maps each LeRobot episode index back to the farm's episode index and folder, and holds the
+``metadata`` given (the farm's canonical instruction).
 
 Speed: frames go straight to lerobot's streaming encoder (no PNG round trip), encoded with
 `WriterSettings` (H.264 ``ultrafast`` by default; see `FASTEST_SETTINGS` and the measurements in
@@ -31,10 +33,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import av
 import numpy as np
 
 from datafarm.calibration.episode import CAMERAS
+from datafarm.logs import silence_ffmpeg, silence_progress_bars
+from datafarm.media import VideoError, iter_frames, probe
 from datafarm.sim.recorder import RecordedEpisode
 from datafarm.sim.spaces import AXIS_NAMES, DOF
 
@@ -133,21 +136,18 @@ def _video_paths(item: HarvestItem, episode: RecordedEpisode) -> dict[str, Path]
 def _probe_video(path: Path) -> tuple[int, int]:
     """(height, width) of a video's first stream; HarvestError if it cannot be opened."""
     try:
-        with av.open(str(path)) as container:
-            stream = container.streams.video[0]
-            return stream.codec_context.height, stream.codec_context.width
-    except (av.error.FFmpegError, IndexError) as error:
-        raise HarvestError(f"cannot read video {path}: {error}; re-render or re-record the episode") from error
+        info = probe(path)
+    except VideoError as error:
+        raise HarvestError(f"{error}; re-render or re-record the episode") from error
+    return info.height, info.width
 
 
 def _iter_frames(path: Path) -> Iterator[np.ndarray]:
     """Decode a video frame by frame as (H, W, 3) uint8 (constant memory)."""
     try:
-        with av.open(str(path)) as container:
-            for frame in container.decode(video=0):
-                yield frame.to_ndarray(format="rgb24")
-    except av.error.FFmpegError as error:
-        raise HarvestError(f"cannot decode video {path}: {error}; re-render or re-record the episode") from error
+        yield from iter_frames(path)
+    except VideoError as error:
+        raise HarvestError(f"{error}; re-render or re-record the episode") from error
 
 
 @dataclass
@@ -177,13 +177,13 @@ def _prepare(item: HarvestItem, fps: int) -> _Prepared:
     return _Prepared(item, state, action, videos, {camera: _probe_video(path) for camera, path in videos.items()})
 
 
-def _write_episode(dataset, prepared: _Prepared, instruction: str) -> int:
+def _write_episode(dataset, prepared: _Prepared, task: str) -> int:
     """add_frame every frame of one episode, then save_episode; returns the frame count."""
     item, rows = prepared.item, len(prepared.state)
     streams = {camera: _iter_frames(path) for camera, path in prepared.videos.items()}
     try:
         for t in range(rows):
-            frame: dict = {"observation.state": prepared.state[t], "action": prepared.action[t], "task": instruction}
+            frame: dict = {"observation.state": prepared.state[t], "action": prepared.action[t], "task": task}
             for camera, stream in streams.items():
                 image = next(stream, None)
                 if image is None:
@@ -203,6 +203,7 @@ def _write_episode(dataset, prepared: _Prepared, instruction: str) -> int:
         for stream in streams.values():
             stream.close()
     dataset.save_episode()
+    silence_ffmpeg()  # lerobot's encode put FFmpeg's printing log callback back
     _check_no_dropped_frames(dataset, item)
     return rows
 
@@ -236,22 +237,25 @@ def _check_no_dropped_frames(dataset, item: HarvestItem) -> None:
                            "harvest again with a larger encoder queue or streaming_encoding=False")
 
 
-def harvest(items: list[HarvestItem], root: Path, repo_id: str, fps: int, instruction: str,
+def harvest(items: list[HarvestItem], root: Path, repo_id: str, fps: int, task: str,
             progress: Callable[[int, int], None] | None = None,
-            settings: WriterSettings = FASTEST_SETTINGS) -> HarvestReport:
+            settings: WriterSettings = FASTEST_SETTINGS, metadata: dict | None = None) -> HarvestReport:
     """Write `items` (in order) as one LeRobot v3.0 dataset at `root`; returns what was written.
 
-    Every item is checked (arrays, cameras, resolutions, fps) before the first frame is written.
-    `root` must not exist. `progress(done, total)` is called after each episode."""
+    `task` is every frame's LeRobot task string; `metadata` (e.g. the canonical instruction) goes
+    into the dataset's datafarm_harvest.json. Every item is checked (arrays, cameras, resolutions,
+    fps) before the first frame is written. `root` must not exist. `progress(done, total)` is called
+    after each episode."""
     root = Path(root)
     if not items:
         raise HarvestError("nothing to harvest: no admitted episodes were given")
     if root.exists():
         raise HarvestError(f"dataset folder {root} already exists; remove it or choose another root")
-    if not instruction.strip():
-        raise HarvestError("the task instruction is empty; every LeRobot frame needs a task string")
+    if not task.strip():
+        raise HarvestError("the task string is empty; every LeRobot frame needs one: write the request in words")
     from lerobot.datasets.lerobot_dataset import LeRobotDataset  # heavy (torch, ~8 s once): not timed
 
+    silence_progress_bars()  # datasets' `Map:` bars while lerobot writes and finalizes
     started = time.perf_counter()
     prepared = [_prepare(item, fps) for item in items]
     resolutions = prepared[0].resolutions
@@ -272,12 +276,13 @@ def harvest(items: list[HarvestItem], root: Path, repo_id: str, fps: int, instru
     frames, episode_map = 0, {}
     try:
         for number, episode in enumerate(prepared):
-            frames += _write_episode(dataset, episode, instruction)
+            frames += _write_episode(dataset, episode, task)
             episode_map[number] = episode.item.index
-            log.info("harvested episode %d (farm %d): %d frames", number, episode.item.index, len(episode.state))
+            log.debug("harvested episode %d (farm %d): %d frames", number, episode.item.index, len(episode.state))
             if progress:
                 progress(number + 1, len(prepared))
         dataset.finalize()  # mandatory: writes the parquet footers and flushes pending videos
+        silence_ffmpeg()
     except BaseException:
         try:
             dataset.finalize()  # stops lerobot's encoder threads and writers before the staging folder goes
@@ -285,13 +290,13 @@ def harvest(items: list[HarvestItem], root: Path, repo_id: str, fps: int, instru
             log.debug("finalize after a failed harvest also failed", exc_info=True)
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    manifest = {"repo_id": repo_id, "fps": fps, "instruction": instruction,
+    manifest = {"repo_id": repo_id, "fps": fps, "task": task, **(metadata or {}),
                 "episodes": [{"lerobot_episode": n, "farm_index": p.item.index, "episode_dir": str(p.item.episode_dir),
                               "rendered": p.item.videos is not None} for n, p in enumerate(prepared)]}
     (staging / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2))
     staging.rename(root)
     wall = time.perf_counter() - started
     report = HarvestReport(root, repo_id, len(prepared), frames, wall, frames / fps, episode_map)
-    log.info("harvest wrote %d episodes, %d frames to %s in %.1f s (%.2f recorded s per wall s)",
+    log.debug("harvest wrote %d episodes, %d frames to %s in %.1f s (%.2f recorded s per wall s)",
              report.episodes, frames, root, wall, report.recorded_seconds_per_wall_second)
     return report

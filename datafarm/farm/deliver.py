@@ -1,36 +1,61 @@
 """harvest and verify: the LeRobot dataset out, and the proof that it is complete and unmodified.
 
 manifest.json lists the SHA-256 of every delivered file (the dataset and each admitted episode's
-review), the admitted episodes and the target count. verify recomputes all of it.
+review), the admitted episodes, the target count, the request (the dataset's LeRobot task string) and
+the reference task's canonical instruction. verify recomputes all of it.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 from dataclasses import dataclass, field
 
+from datafarm.errors import BadInput
+
 from datafarm.farm.episodes import admitted_episodes, episode_dir, rendered_videos
 from datafarm.farm.prepare import settings_of
+from datafarm.logs import NOTABLE
 from datafarm.workspace import Workspace, sha256_file
+
+log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
 
 
-def harvest(workspace: Workspace, instruction: str, progress=None) -> dict:
+def task_string(workspace: Workspace) -> str:
+    """The dataset's LeRobot task string: the request as the user wrote it (its whitespace folded),
+    since that is what a language-conditioned policy will be given when deployed."""
+    return " ".join(workspace.path("request.txt").read_text().split())
+
+
+def canonical_instruction(workspace: Workspace) -> str:
+    """The instruction the contract states for the task that was built (kept as metadata)."""
+    return workspace.read_json("contract.json")["instruction"]
+
+
+def harvest(workspace: Workspace) -> dict:
+    """Write the admitted episodes into workspace/dataset (the request as every frame's task string),
+    then manifest.json."""
     from datafarm.dataset.harvest import HarvestItem, harvest as write_dataset
+    from datafarm.farm.progress import record_harvest_progress
 
     settings = settings_of(workspace)
     admitted = admitted_episodes(workspace)[: settings.target_count]
     if not admitted:
-        raise RuntimeError(f"no admitted episodes to harvest in {workspace.root}: run rollout, render and review first")
+        raise BadInput(f"no admitted episodes to harvest in {workspace.root}: run rollout, render and review first "
+                       f"(`datafarm farm {workspace.root}`)")
     items = [HarvestItem(episode_dir=workspace.path(episode_dir(i), "sim"), videos=rendered_videos(workspace, i), index=i)
              for i in admitted]
     staging = workspace.path(".dataset-staging")
     if staging.exists():
         shutil.rmtree(staging)
     fps = json.loads(workspace.path(episode_dir(admitted[0]), "sim", "episode.json").read_text())["fps"]
-    report = write_dataset(items, staging, settings.repo_id, fps, instruction, progress=progress)
+    task, instruction = task_string(workspace), canonical_instruction(workspace)
+    report = write_dataset(items, staging, settings.repo_id, fps, task,
+                           progress=lambda done, total: record_harvest_progress(workspace, done, total),
+                           metadata={"canonical_instruction": instruction})
     final = workspace.path("dataset")
     if final.exists():
         shutil.rmtree(final)
@@ -39,6 +64,8 @@ def harvest(workspace: Workspace, instruction: str, progress=None) -> dict:
     summary = {"episodes": len(admitted), "frames": report.frames, "wall_seconds": report.wall_seconds,
                "recorded_seconds_per_wall_second": report.recorded_seconds_per_wall_second}
     workspace.write_json("reports/harvest.json", summary)
+    log.info("harvest: %d episodes (%s), %d frames in %s", len(admitted), ", ".join(map(str, admitted)),
+             report.frames, final, extra=NOTABLE)
     return summary
 
 
@@ -46,6 +73,8 @@ def write_manifest(workspace: Workspace, admitted: list[int]) -> dict:
     files = workspace.files_under("dataset") + [f"{episode_dir(i)}/review.json" for i in admitted]
     manifest = {
         "task": workspace.meta.get("task"),
+        "request": task_string(workspace),
+        "canonical_instruction": canonical_instruction(workspace),
         "target_count": settings_of(workspace).target_count,
         "episodes": admitted,
         "files": {f: sha256_file(workspace.path(f)) for f in files},
@@ -66,19 +95,25 @@ class VerifyReport:
 
 
 def verify(workspace: Workspace) -> VerifyReport:
-    """Complete (target count admitted), unmodified (every hash), reviewed (each episode admitted)."""
+    """Complete (target count admitted), unmodified (every hash, the manifest's own against the harvest
+    record), reviewed (each episode admitted). A damaged file is a problem reported, never a crash."""
     report = VerifyReport()
     if not workspace.path(MANIFEST).exists():
         report.problems.append(f"{MANIFEST} is missing: the delivery was never harvested (run `datafarm farm`)")
         return report
-    manifest = json.loads(workspace.path(MANIFEST).read_text())
+    _check_manifest_unmodified(workspace, report)
+    manifest = _read_json(workspace, MANIFEST, report)
+    if not _manifest_is_well_formed(manifest):
+        report.problems.append(f"{MANIFEST} is damaged (not the manifest harvest writes): run `datafarm farm --phase "
+                               "harvest` to deliver again")
+        return report
     report.episodes = len(manifest["episodes"])
     if report.episodes < manifest["target_count"]:
         report.problems.append(f"incomplete: {report.episodes} admitted episodes delivered, {manifest['target_count']} asked")
     for relative, expected in sorted(manifest["files"].items()):
         path = workspace.path(relative)
         report.checked_files += 1
-        if not path.exists():
+        if not path.is_file():
             report.problems.append(f"missing file: {relative}")
         elif sha256_file(path) != expected:
             report.problems.append(f"modified file: {relative} (SHA-256 differs from the manifest)")
@@ -87,18 +122,46 @@ def verify(workspace: Workspace) -> VerifyReport:
         if relative not in listed:
             report.problems.append(f"unlisted file in the delivery: {relative}")
     for index in manifest["episodes"]:
-        review_path = workspace.path(episode_dir(index), "review.json")
-        if not review_path.exists():
+        relative = f"{episode_dir(index)}/review.json"
+        if not workspace.path(relative).exists():
             report.problems.append(f"episode {index}: review.json is missing")
             continue
-        review = json.loads(review_path.read_text())
-        if not review.get("admitted"):
+        review = _read_json(workspace, relative, report)
+        if isinstance(review, dict) and not review.get("admitted"):
             report.problems.append(f"episode {index}: its review did not admit it ({'; '.join(review.get('reasons', []))})")
-    info = workspace.path("dataset", "meta", "info.json")
-    if info.exists():
-        total = json.loads(info.read_text()).get("total_episodes")
-        if total != report.episodes:
+    info = "dataset/meta/info.json"
+    if workspace.path(info).exists():
+        data = _read_json(workspace, info, report)
+        total = data.get("total_episodes") if isinstance(data, dict) else None
+        if data is not None and total != report.episodes:
             report.problems.append(f"the dataset holds {total} episodes, the manifest lists {report.episodes}")
     else:
         report.problems.append("dataset/meta/info.json is missing: not a LeRobot dataset")
     return report
+
+
+def _check_manifest_unmodified(workspace: Workspace, report: VerifyReport) -> None:
+    """The manifest's fields (task, request, ...) are covered by no hash inside it: compare the file with
+    the SHA-256 the harvest phase recorded when it wrote it."""
+    try:
+        record = workspace.phase_record("harvest")
+    except (ValueError, TypeError, UnicodeDecodeError):
+        record = None
+    expected = record.outputs.get(MANIFEST) if record is not None else None
+    if expected is not None and sha256_file(workspace.path(MANIFEST)) != expected:
+        report.problems.append(f"modified file: {MANIFEST} (SHA-256 differs from the one harvest recorded in "
+                               "phases/harvest.json)")
+
+
+def _read_json(workspace: Workspace, relative: str, report: VerifyReport):
+    try:
+        return json.loads(workspace.path(relative).read_text())
+    except (ValueError, UnicodeDecodeError) as error:  # JSONDecodeError is a ValueError
+        report.problems.append(f"damaged file: {relative} is not valid JSON ({error})")
+        return None
+
+
+def _manifest_is_well_formed(manifest) -> bool:
+    return (isinstance(manifest, dict) and isinstance(manifest.get("files"), dict)
+            and isinstance(manifest.get("target_count"), int)
+            and isinstance(manifest.get("episodes"), list) and all(isinstance(i, int) for i in manifest["episodes"]))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from datafarm.render.video import probe
+from datafarm.media import probe
 from datafarm.render.views import BACKGROUND, TABLE, class_height, class_maps, load_camera_arrays
 from datafarm.review.report import Check, EpisodeReview, ReviewThresholds
 from datafarm.review.robot_mask import robot_mask_agreement

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from datafarm.render.color import luminance
-from datafarm.render.video import iter_frames
+from datafarm.media import iter_frames
 from datafarm.render.views import TABLE, still_camera_steps
 from datafarm.review.report import ReviewThresholds
 

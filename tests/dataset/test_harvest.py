@@ -47,7 +47,8 @@ def test_harvest_writes_a_lerobot_dataset_that_reads_back(episodes, tmp_path):
     calls = []
     items = [HarvestItem(first, None, 7), HarvestItem(second, renders, 9)]
     report = harvest(items, tmp_path / "dataset", "local/apple", 30, INSTRUCTION,
-                     progress=lambda done, total: calls.append((done, total)))
+                     progress=lambda done, total: calls.append((done, total)),
+                     metadata={"canonical_instruction": "put the apple on the scale"})
     assert calls == [(1, 2), (2, 2)]
     assert (report.episodes, report.frames, report.episode_map) == (2, 21, {0: 7, 1: 9})
     assert report.recorded_seconds == pytest.approx(21 / 30) and report.recorded_seconds_per_wall_second > 0
@@ -81,6 +82,7 @@ def test_harvest_writes_a_lerobot_dataset_that_reads_back(episodes, tmp_path):
 
     manifest = json.loads((tmp_path / "dataset" / "datafarm_harvest.json").read_text())
     assert [e["farm_index"] for e in manifest["episodes"]] == [7, 9]
+    assert (manifest["task"], manifest["canonical_instruction"]) == (INSTRUCTION, "put the apple on the scale")
 
 
 def test_a_video_shorter_than_the_episode_fails_and_leaves_nothing(episodes, tmp_path):

@@ -6,8 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from datafarm.media import read_video, write_video
-from datafarm.render.video import iter_frames
+from datafarm.media import iter_frames, read_video, write_video
 from datafarm.sim.recorder import RecordedEpisode, save_npz
 
 ROBOMIND = Path(__file__).resolve().parents[2] / "shared" / "data" / "agilex_robomind" / "videos"

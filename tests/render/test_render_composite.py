@@ -5,9 +5,8 @@ import logging
 import numpy as np
 import pytest
 
-from datafarm.media import read_video
+from datafarm.media import probe, read_video
 from datafarm.render import RenderError, TexturePool, crop_table_textures, get_renderer, sample_appearance
-from datafarm.render.video import probe
 from datafarm.render.views import ROBOT, TABLE, class_maps, load_camera_arrays
 
 pytestmark = pytest.mark.slow
