@@ -159,12 +159,27 @@ def _from_environment(data: dict) -> dict:
     return data
 
 
+def check_providers(bindings: Bindings) -> None:
+    """Every bound model names a provider litellm knows, so a typo fails here, not after the first phases ran."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the price map
+    import litellm
+
+    for model in sorted({m for m in [bindings.model, *bindings.roles.values()] if m}):
+        provider, _, name = model.partition("/")
+        known = provider in litellm.provider_list if name else model in litellm.model_cost
+        if not known:
+            raise BindingsError(
+                f"model {model!r} in {bindings.source} names no provider litellm knows: write it as provider/model "
+                "(e.g. openai/my-model for an OpenAI-compatible server at `api_base`, hosted_vllm/..., anthropic/...)")
+
+
 def bindings_file(workspace: Path | None = None) -> Path | None:
     """The bindings file that applies, or None."""
     if os.environ.get(ENV_FILE):
         path = Path(os.environ[ENV_FILE])
         if not path.is_file():
-            raise BindingsError(f"{ENV_FILE}={path} does not name a file")
+            raise BindingsError(f"{ENV_FILE}={path} does not name a file: set it to the path of a bindings.json, "
+                                "or unset it to use bindings.json here or the built-in author")
         return path
     for folder in ([Path(workspace)] if workspace else []) + [Path.cwd()]:
         if (folder / BINDINGS_FILE).is_file():
@@ -179,16 +194,20 @@ def load_bindings(workspace: Path | None = None, register: bool = True) -> Bindi
     if path is not None:
         try:
             data = json.loads(path.read_text())
-        except json.JSONDecodeError as error:
-            raise BindingsError(f"{path} is not valid JSON: {error}") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise BindingsError(f"{path} is not valid JSON ({error}): fix it, or delete it to use the built-in "
+                                "author") from None
         if not isinstance(data, dict):
-            raise BindingsError(f"{path} must hold a JSON object")
+            raise BindingsError(f"{path} must hold a JSON object like {{\"agent\": \"builtin\"}} or "
+                                "{\"agent\": \"litellm\", \"model\": \"provider/name\", ...}")
         data.pop("source", None)
     try:
         bindings = Bindings.model_validate({**_from_environment(data), "source": str(path or "defaults")})
     except ValidationError as error:
         raise BindingsError(f"bad bindings ({path or 'environment'}): {error}") from None
     log.info("bindings from %s: agent=%s model=%s", bindings.source, bindings.agent, bindings.model)
-    if register and bindings.agent == "litellm":
-        bindings.register_prices()
+    if bindings.agent == "litellm":
+        check_providers(bindings)
+        if register:
+            bindings.register_prices()
     return bindings

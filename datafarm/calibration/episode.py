@@ -27,7 +27,7 @@ import numpy as np
 from datafarm.calibration.errors import CalibrationError
 from datafarm.calibration.joints import read_joint_table
 from datafarm.media import VideoError, probe, read_video
-from datafarm.sim.spaces import DOF
+from datafarm.sim.spaces import AXIS_NAMES, DOF
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,7 @@ FOLDER_VIDEO_NAMES: dict[str, tuple[str, ...]] = {camera: (f"{camera}.mp4", f"{k
                                                   for camera, key in CAMERAS.items()}
 PROVENANCE_FILE = "datafarm_calibration.json"
 _PLATE_SAMPLES = 30
+JOINT_MAX_RAD = 2 * np.pi  # beyond a full turn either way a joint value is in degrees
 
 
 @dataclass
@@ -184,4 +185,16 @@ def _check_shapes(path: Path, frames: dict[str, np.ndarray], state: np.ndarray) 
                                "record one joint-state row per video frame (resample the joints to the video rate)")
     if not np.all(np.isfinite(state)):
         rows = np.flatnonzero(~np.all(np.isfinite(state), axis=1))[:5].tolist()
-        raise CalibrationError(f"{path}: the joint state has missing or non-finite values at rows {rows}")
+        raise CalibrationError(f"{path}: the joint state has missing or non-finite values at rows {rows}; re-export "
+                               "the joint log, or fill the gaps (interpolate between the neighbouring rows)")
+    _check_units(path, state)
+
+
+def _check_units(path: Path, state: np.ndarray) -> None:
+    """Joints in rad: a value beyond a full turn means degrees (every PiPER joint turns less than that)."""
+    for axis, name in enumerate(AXIS_NAMES):
+        worst = int(np.argmax(np.abs(state[:, axis])))
+        if not name.endswith("gripper") and abs(state[worst, axis]) > JOINT_MAX_RAD:
+            raise CalibrationError(f"{path}: {name} is {state[worst, axis]:.4g} at row {worst}, out of range for "
+                                   "radians (was it recorded in degrees?); convert degrees to radians (multiply "
+                                   "by pi/180): joints are in radians, gripper openings in metres")

@@ -25,8 +25,9 @@ def read_lerobot_episode(root: Path, cameras: dict[str, str]) -> tuple[float, di
     info_file = root / "meta" / "info.json"
     try:
         info = json.loads(info_file.read_text())
-    except json.JSONDecodeError as error:
-        raise CalibrationError(f"{info_file} is not valid JSON ({error}); the dataset is damaged") from error
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise CalibrationError(f"{info_file} is not valid JSON ({error}); the dataset is damaged: export the "
+                               "calibration episode again (LeRobotDataset.create, save_episode, finalize)") from error
     version = str(info.get("codebase_version", "?"))
     if not version.startswith("v3"):
         raise CalibrationError(f"{info_file}: codebase_version {version}, expected v3.0; convert the dataset with "
