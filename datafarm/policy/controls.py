@@ -26,6 +26,8 @@ from datafarm.sim.recorder import RecordedEpisode
 
 
 class Policy(Protocol):
+    """`uses_cameras` (optional, default True): False lets a trial skip rendering for a blind control."""
+
     def reset(self) -> None: ...
 
     def act(self, frames: dict[str, np.ndarray], state: np.ndarray) -> np.ndarray: ...
@@ -33,6 +35,8 @@ class Policy(Protocol):
 
 class DoNothing:
     """Holds the joint state of the first tick for the whole trial."""
+
+    uses_cameras = False
 
     def __init__(self) -> None:
         self._hold: np.ndarray | None = None
@@ -49,7 +53,8 @@ class DoNothing:
 class ActionReplay:
     """Plays a fixed (T, 14) action sequence open-loop, then holds its last action."""
 
-    def __init__(self, actions: np.ndarray):
+    def __init__(self, actions: np.ndarray, uses_cameras: bool = False):
+        self.uses_cameras = uses_cameras  # True: render anyway (to test the whole evaluation path)
         actions = np.asarray(actions, dtype=np.float64)
         if actions.ndim != 2 or actions.shape[1] != 14 or len(actions) == 0:
             raise BadInput(f"a replay needs (T, 14) actions, got {actions.shape}")

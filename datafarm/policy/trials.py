@@ -128,61 +128,117 @@ def safety_problem(action: np.ndarray, env: TaskEnv, table_height: float) -> str
     return None
 
 
+class Trial:
+    """One trial, step by step: `observe()` the rendered cameras, `apply(action)` until `done`, then `result()`.
+
+    `run_trial` drives it with a policy; the lerobot-eval environment (lerobot_env_datafarm) drives it
+    from lerobot's own rollout loop. `time_limit_s` caps the task's own limit (smoke runs); with
+    `render` False (a blind control) no frame is rendered.
+    """
+
+    def __init__(self, setup: TrialSetup, seed: int, appearance: str, judge: TrialJudge, check_every_s: float = 1.0,
+                 time_limit_s: float | None = None, render: bool = True):
+        self.started = time.perf_counter()
+        self.setup, self.seed, self.appearance, self.judge = setup, seed, appearance, judge
+        self.world = episode_world(setup.package, seed, setup.randomization, setup.rig_config)
+        self.rig = self.world.rig
+        self.env = TaskEnv(self.rig, self.world.scene, self.world.max_steps, None, self.world.sample.perturbations)
+        self.env.record_initial_state()
+        self.look = trial_appearance(appearance, seed, setup.texture_pool)
+        self.render = render
+        self.cameras = [c for c in self.rig.cameras if c in CAMERAS]
+        hz = self.rig.config.timing.control_hz
+        self.check_every = max(1, round(check_every_s * hz))
+        self.max_steps = self.world.max_steps if time_limit_s is None else min(self.world.max_steps,
+                                                                               round(time_limit_s * hz))
+        self._lookup = legend_classes(self.rig.segmentation_legend())
+        self._heights = {name: obj.height for name, obj in self.world.scene.objects.items()}
+        self._stream = None
+        self.end: str | None = None  # "success" | "time_limit" | "safety_stop" once done
+        self.error: str | None = None
+        self.verdict: Verdict | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.end is not None
+
+    def state(self) -> np.ndarray:
+        return self.rig.qpos()
+
+    def observe(self) -> dict[str, np.ndarray]:
+        """The three cameras now, rendered as the training data was (empty when not rendering)."""
+        if not self.render:
+            return {}
+        captured = self.rig.capture(self.cameras)
+        if self._stream is None:
+            specs = {c: {"width": self.rig.config.cameras[c].width, "height": self.rig.config.cameras[c].height,
+                         "intrinsics": self.rig.intrinsics(c).tolist()} for c in self.cameras}
+            self._stream = CompositeRenderer().start_stream(specs, self.rig.segmentation_legend(), captured,
+                                                            self.setup.references, self.look, DEPTH_SCALE)
+        return self._stream.frame({c: live_frame(captured[c], self._lookup) for c in self.cameras})
+
+    def apply(self, action) -> bool:
+        """Step the rig with a 14-D action (the expert's control path); returns whether the trial is over."""
+        if self.done:
+            raise RuntimeError("the trial is over; start a new one")
+        action = np.asarray(action, dtype=np.float64).reshape(-1)
+        problem = safety_problem(action, self.env, self.rig.config.table.height)
+        if problem:
+            self.end, self.error = "safety_stop", problem
+            self.verdict = self.judge.judge_trace(self.trace())
+            return True
+        self.env.step(action)
+        if self.rig.step_count % self.check_every == 0:
+            self.verdict = self.judge.judge_trace(self.trace())
+            if self.verdict.success:
+                self.end = "success"
+                return True
+        if self.rig.step_count >= self.max_steps:
+            self.verdict = self.judge.judge_trace(self.trace())
+            self.end = "success" if self.verdict.success else "time_limit"
+        return self.done
+
+    def trace(self) -> Trace:
+        return self.env.trace.freeze(self._heights, info=self.world.sample.to_dict())
+
+    def result(self, policy_name: str, video: str | None = None) -> TrialResult:
+        if self.verdict is None:  # stopped from outside before any verdict
+            self.verdict = self.judge.judge_trace(self.trace())
+        end = self.end or ("success" if self.verdict.success else "stopped")
+        result = TrialResult(self.setup.package.name, policy_name, self.appearance, self.seed, end == "success", end,
+                             self.verdict.to_dict(), self.rig.step_count, self.rig.time,
+                             time.perf_counter() - self.started, self.look.to_dict(), self.error, video)
+        log.info("trial %s seed %d (%s): %s after %.1f s simulated (%s)", policy_name, self.seed, self.appearance, end,
+                 self.rig.time, self.verdict.reason)
+        return result
+
+
 def run_trial(setup: TrialSetup, policy: Policy, policy_name: str, seed: int, appearance: str, judge: TrialJudge,
-              check_every_s: float = 1.0, video_path: Path | None = None) -> TrialResult:
-    """Run one trial of `policy` on `seed` rendered in `appearance` ("original" | "unseen")."""
-    started = time.perf_counter()
-    world = episode_world(setup.package, seed, setup.randomization, setup.rig_config)
-    rig = world.rig
-    env = TaskEnv(rig, world.scene, world.max_steps, None, world.sample.perturbations)
-    env.record_initial_state()
-    look = trial_appearance(appearance, seed, setup.texture_pool)
-    cameras = [c for c in rig.cameras if c in CAMERAS]
-    specs = {c: {"width": rig.config.cameras[c].width, "height": rig.config.cameras[c].height,
-                 "intrinsics": rig.intrinsics(c).tolist()} for c in cameras}
-    lookup = legend_classes(rig.segmentation_legend())
-    heights = {name: obj.height for name, obj in world.scene.objects.items()}
-    table_height = rig.config.table.height
-    check_every = max(1, round(check_every_s * rig.config.timing.control_hz))
+              check_every_s: float = 1.0, video_path: Path | None = None,
+              time_limit_s: float | None = None) -> TrialResult:
+    """Run one trial of `policy` on `seed` rendered in `appearance` ("original" | "unseen").
+
+    A policy whose `uses_cameras` is False (a blind control) gets no frames and no video.
+    """
+    looks = getattr(policy, "uses_cameras", True)
+    trial = Trial(setup, seed, appearance, judge, check_every_s, time_limit_s, render=looks)
+    video_path = video_path if looks else None
+    writer = None
     policy.reset()
-    stream, writer, error, end, verdict = None, None, None, "time_limit", None
     try:
-        while rig.step_count < world.max_steps:
-            captured = rig.capture(cameras)
-            if stream is None:
-                stream = CompositeRenderer().start_stream(specs, rig.segmentation_legend(), captured,
-                                                          setup.references, look, DEPTH_SCALE)
-            frames = stream.frame({c: live_frame(captured[c], lookup) for c in cameras})
+        while not trial.done:
+            frames = trial.observe()
             if video_path is not None:
-                writer = writer or _open_video(video_path, rig.config.timing.control_hz)
-                writer.write(_video_frame([frames[c] for c in cameras]))
-            action = np.asarray(policy.act(frames, rig.qpos()), dtype=np.float64).reshape(-1)
-            problem = safety_problem(action, env, table_height)
-            if problem:
-                end, error = "safety_stop", problem
-                break
-            env.step(action)
-            if rig.step_count % check_every == 0:
-                verdict = judge.judge_trace(env.trace.freeze(heights, info=world.sample.to_dict()))
-                if verdict.success:
-                    end = "success"
-                    break
+                writer = writer or _open_video(video_path, trial.rig.config.timing.control_hz)
+                writer.write(_video_frame([frames[c] for c in trial.cameras]))
+            trial.apply(policy.act(frames, trial.state()))
     finally:
         if writer is not None:
             writer.__exit__(None, None, None)
-    if end != "success":
-        verdict = judge.judge_trace(env.trace.freeze(heights, info=world.sample.to_dict()))
-        if verdict.success and end == "time_limit":
-            end = "success"
-    relative_video = None
+    video = None
     if video_path is not None and Path(video_path).exists():
-        relative_video = str(Path(video_path).resolve().relative_to(Path(setup.workspace_root).resolve()))
-    result = TrialResult(setup.package.name, policy_name, appearance, seed, verdict.success and end == "success", end,
-                         verdict.to_dict(), rig.step_count, rig.time, time.perf_counter() - started, look.to_dict(),
-                         error, relative_video)
-    log.info("trial %s seed %d (%s): %s after %.1f s simulated (%s)", policy_name, seed, appearance, end, rig.time,
-             verdict.reason)
-    return result
+        video = str(Path(video_path).resolve().relative_to(Path(setup.workspace_root).resolve()))
+    return trial.result(policy_name, video)
 
 
 def _open_video(path: Path, fps: int):

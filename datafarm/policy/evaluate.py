@@ -1,0 +1,228 @@
+"""Closed-loop evaluation of a policy (or a control) on a workspace's task: seeds, resumable trial files, workers.
+
+    evaluate(workspace, "WS/policies/act-cpu", episodes=50, appearance="unseen", workers=2)
+
+Seeds: evaluation seeds are `seed_start, seed_start + 1, ...` (EVAL_SEED_START by default, far above
+the farm's seeds, which count up from the workspace's seed_start). Before any trial runs they are
+checked against every training seed (the policy's `train_episode_seeds`, every seed in
+rollout/attempts.jsonl and every kept episode's seed); an overlap is refused. The seeds used are
+recorded in the run's eval.json.
+
+Layout: WS/evals/<policy>/<appearance>/eval.json (what was asked, the seeds, the policy's facts) and
+trials/<seed>.json, one file per finished trial, written atomically: a rerun skips done trials.
+videos/<seed>.mp4 for the first `videos` seeds. `workers` > 1 splits the seeds over that many
+processes (each loads the policy, the renderer's references and the judge's sandbox once).
+
+Policies: a trained policy folder (policy.json + lerobot checkpoint, loaded with
+datafarm.policy.inference.load_lerobot_policy), or a control: "do-nothing", "blind-replay" (the
+actions of the workspace's first kept training episode, open-loop) or "expert" (the task's expert on
+the same seeds, sandboxed like the farm's rollouts: the ceiling; it reads privileged state, so its
+appearance changes nothing).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from datafarm.costs import CostLedger
+from datafarm.errors import BadInput, Refused
+from datafarm.farm import episodes
+from datafarm.policy.appearances import APPEARANCES
+from datafarm.policy.trials import TrialJudge, TrialResult, TrialSetup, run_trial, trial_setup
+from datafarm.workspace import Workspace
+
+log = logging.getLogger(__name__)
+
+EVAL_SEED_START = 1_000_000
+CONTROLS = ("do-nothing", "blind-replay", "expert")
+EVALS = "evals"
+
+
+@dataclass(frozen=True)
+class EvalRun:
+    """One (policy, appearance) evaluation and where its files live."""
+
+    workspace_root: Path
+    policy: str  # a policy folder or a control name
+    name: str  # the folder name under evals/
+    appearance: str
+    seeds: tuple[int, ...]
+    videos: int = 2
+    check_every_s: float = 1.0
+    time_limit_s: float | None = None  # caps the task's limit (smoke runs)
+
+    @property
+    def folder(self) -> Path:
+        return Path(self.workspace_root) / EVALS / self.name / self.appearance
+
+    def trial_file(self, seed: int) -> Path:
+        return self.folder / "trials" / f"{seed}.json"
+
+    def video_file(self, seed: int) -> Path:
+        return self.folder / "videos" / f"{seed}.mp4"
+
+    def pending(self) -> list[int]:
+        return [seed for seed in self.seeds if not self.trial_file(seed).exists()]
+
+    def results(self) -> list[dict]:
+        return [json.loads(self.trial_file(s).read_text()) for s in self.seeds if self.trial_file(s).exists()]
+
+
+def run_batch_in_process(run: EvalRun, seeds: list[int]) -> int:
+    """run_batch in a fresh process of its own (what a Prefect task calls, so batches run in parallel)."""
+    context = multiprocessing.get_context("spawn")  # SAPIEN and torch do not survive a fork
+    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+        return pool.submit(run_batch, run, seeds).result()
+
+
+def policy_name(policy: str) -> str:
+    return policy if policy in CONTROLS else Path(policy).resolve().name
+
+
+def training_seeds(workspace: Workspace, policy: str) -> set[int]:
+    """Every seed the farm simulated for this workspace, and every seed the policy was trained on."""
+    seeds = {attempt.seed for attempt in episodes.attempts(workspace)}
+    seeds |= {workspace.read_json(f"{episodes.episode_dir(i)}/result.json")["seed"]
+              for i in episodes.kept_episodes(workspace)}
+    if policy not in CONTROLS:
+        from datafarm.policy.spec import load_policy_spec
+
+        seeds |= set(load_policy_spec(policy).train_episode_seeds)
+    return seeds
+
+
+def evaluation_seeds(workspace: Workspace, policy: str, count: int, seed_start: int = EVAL_SEED_START) -> list[int]:
+    """`count` evaluation seeds from `seed_start`; refused if any was ever a training seed."""
+    if count <= 0:
+        raise BadInput(f"--episodes must be positive, got {count}")
+    seeds = list(range(seed_start, seed_start + count))
+    overlap = sorted(set(seeds) & training_seeds(workspace, policy))
+    if overlap:
+        raise Refused(f"evaluation seeds {overlap[:5]}{'...' if len(overlap) > 5 else ''} were used for training "
+                      f"(rollout/attempts.jsonl or the policy's train_episode_seeds): evaluate on unseen seeds, "
+                      f"e.g. --seed-start {max(training_seeds(workspace, policy)) + 1_000}")
+    return seeds
+
+
+def evaluate(workspace: Workspace, policy: str, episodes_count: int = 50, appearance: str = "original",
+             workers: int = 1, seed_start: int = EVAL_SEED_START, videos: int = 2,
+             check_every_s: float = 1.0, time_limit_s: float | None = None) -> list[dict]:
+    """Run (or resume) the evaluation; returns every trial's result (dicts of TrialResult)."""
+    if appearance not in APPEARANCES:
+        raise BadInput(f"unknown appearance {appearance!r}; choose one of {', '.join(APPEARANCES)}")
+    if policy not in CONTROLS and not (Path(policy) / "policy.json").is_file():
+        raise BadInput(f"{policy} is neither a trained policy folder (no policy.json) nor a control "
+                       f"({', '.join(CONTROLS)}); train one with `datafarm train WS --policy act --preset cpu`")
+    run = plan_run(workspace, policy, episodes_count, appearance, seed_start, videos, check_every_s, time_limit_s)
+    pending = run.pending()
+    log.info("eval %s (%s): %d of %d trials to run on %d worker(s)", run.name, appearance, len(pending),
+             len(run.seeds), workers)
+    if len(pending) and workers > 1:
+        context = multiprocessing.get_context("spawn")  # SAPIEN and torch do not survive a fork
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            for finished in pool.map(run_batch, [run] * workers, split(pending, workers)):
+                log.info("a worker finished %d trials", finished)
+    elif pending:
+        run_batch(run, pending)
+    return run.results()
+
+
+def plan_run(workspace: Workspace, policy: str, episodes_count: int, appearance: str,
+             seed_start: int = EVAL_SEED_START, videos: int = 2, check_every_s: float = 1.0,
+             time_limit_s: float | None = None) -> EvalRun:
+    """Check the seeds and write eval.json (what this evaluation is); nothing is simulated."""
+    seeds = evaluation_seeds(workspace, policy, episodes_count, seed_start)
+    run = EvalRun(workspace.root, policy, policy_name(policy), appearance, tuple(seeds), videos, check_every_s,
+                  time_limit_s)
+    record = {"policy": str(policy), "name": run.name, "appearance": appearance, "seed_start": seed_start,
+              "seeds": seeds, "task": task_name(workspace),
+              "training_seed_count": len(training_seeds(workspace, policy)), "time_limit_s": time_limit_s}
+    if policy not in CONTROLS:
+        from datafarm.policy.spec import load_policy_spec
+
+        record["spec"] = load_policy_spec(policy).model_dump(mode="json", exclude={"train_episode_seeds"})
+        record["spec"]["train_episodes"] = len(load_policy_spec(policy).train_episode_seeds)
+    if policy == "blind-replay":
+        record["replayed_episode"] = blind_replay_source(workspace)
+    workspace.write_json(str(run.folder.relative_to(workspace.root) / "eval.json"), record)
+    return run
+
+
+def task_name(workspace: Workspace) -> str:
+    return yaml.safe_load(workspace.path("scene", "task.yaml").read_text())["name"]
+
+
+def split(seeds: list[int], workers: int) -> list[list[int]]:
+    """Interleaved batches, one per worker (each gets early and late seeds alike)."""
+    workers = max(1, min(workers, len(seeds)))
+    return [seeds[i::workers] for i in range(workers)]
+
+
+def blind_replay_source(workspace: Workspace) -> str:
+    """The training episode whose actions blind replay plays: the first kept one."""
+    kept = episodes.kept_episodes(workspace)
+    if not kept:
+        raise BadInput(f"{workspace.root} has no kept episode to replay blindly: run `datafarm farm {workspace.root}`")
+    return f"{episodes.episode_dir(kept[0])}/sim"
+
+
+def run_batch(run: EvalRun, seeds: list[int]) -> int:
+    """Run these trials of `run` in this process, writing one trial file each; returns how many ran."""
+    workspace = Workspace.open(run.workspace_root)
+    setup = trial_setup(workspace)
+    video_seeds = set(run.seeds[:run.videos])
+    done = 0
+    with CostLedger(workspace.root).measure_cpu("eval"):
+        if run.policy == "expert":
+            for seed in seeds:
+                _write(run, expert_trial(workspace, setup, seed, run.appearance))
+                done += 1
+            return done
+        policy = load_policy(workspace, setup, run.policy)
+        hidden = [workspace.path("expert")] + ([Path(run.policy).resolve()] if run.policy not in CONTROLS else [])
+        with TrialJudge(setup.package, run.folder / ".judge" / str(min(seeds, default=0)), hidden) as judge:
+            for seed in seeds:
+                video = run.video_file(seed) if seed in video_seeds else None
+                _write(run, run_trial(setup, policy, run.name, seed, run.appearance, judge, run.check_every_s, video,
+                                           run.time_limit_s))
+                done += 1
+    return done
+
+
+def load_policy(workspace: Workspace, setup: TrialSetup, policy: str):
+    from datafarm.policy.controls import ActionReplay, DoNothing, recorded_actions
+
+    if policy == "do-nothing":
+        return DoNothing()
+    if policy == "blind-replay":
+        return ActionReplay(recorded_actions(workspace.path(blind_replay_source(workspace))))
+    from datafarm.policy.inference import load_lerobot_policy
+
+    return load_lerobot_policy(policy, instruction=setup.package.info.instruction)
+
+
+def expert_trial(workspace: Workspace, setup: TrialSetup, seed: int, appearance: str) -> TrialResult:
+    """The task's expert on an evaluation seed, in the farm's sandboxes (expert in one, judge in another)."""
+    from datafarm.task.isolation import rollouts_for
+
+    rollouts = rollouts_for(setup.package, workspace.path(EVALS, ".expert-sandbox"), hidden=[workspace.root])
+    result = rollouts.run(seed, setup.randomization, setup.rig_config)
+    end = "success" if result.success else ("expert_error" if result.error else "judge_rejected")
+    return TrialResult(setup.package.name, "expert", appearance, seed, result.success, end, result.verdict.to_dict(),
+                       result.steps, result.sim_seconds, result.wall_seconds, {"note": "the expert reads privileged "
+                       "state: appearance does not reach it"}, result.error)
+
+
+def _write(run: EvalRun, result: TrialResult) -> None:
+    path = run.trial_file(result.seed)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(".partial")
+    temporary.write_text(json.dumps(result.to_dict(), indent=2, default=str))
+    temporary.replace(path)
