@@ -29,10 +29,9 @@ def prepare(
 ) -> None:
     """Bind a calibration episode and a request to a new workspace."""
     from datafarm.farm.prepare import prepare as run_prepare
-    from datafarm.farm.settings import FarmSettings
 
     request = sys.stdin.read() if str(request_file) == "-" else _read(request_file)
-    workspace = run_prepare(episode, request, output, FarmSettings(target_count=target_count, renderer=renderer))
+    workspace = run_prepare(episode, request, output, {"target_count": target_count, "renderer": renderer})
     console.print(f"workspace ready: [bold]{workspace.root}[/bold]; next: datafarm farm {workspace.root}")
 
 

@@ -250,21 +250,19 @@ def check_defines(path: Path, function: str) -> str | None:
 
 def check_scene_files(scene_dir: Path) -> str | None:
     """What is wrong with scene/ (task.yaml, scene.yaml, params.yaml), validated by their schemas."""
-    import yaml
-
     from datafarm.scene.spec import load_scene_spec
-    from datafarm.task.package import TaskInfo
+    from datafarm.task.package import load_params, load_task_info
 
     missing = [n for n in ("task.yaml", "scene.yaml", "params.yaml") if not (scene_dir / n).is_file()]
     if missing:
         return f"scene/ is missing {missing}"
     try:
-        TaskInfo.model_validate(yaml.safe_load((scene_dir / "task.yaml").read_text()))
+        load_task_info(scene_dir / "task.yaml")
         load_scene_spec(scene_dir / "scene.yaml")
-        params = yaml.safe_load((scene_dir / "params.yaml").read_text()) or {}
+        load_params(scene_dir / "params.yaml")
     except Exception as error:
         return f"{type(error).__name__}: {error}"
-    return None if isinstance(params, dict) else "params.yaml must hold a mapping"
+    return None
 
 
 def in_process_expert_runner(root: Path, wall_limit: float = 120.0) -> ExpertRunner:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import io
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image
 
 from datafarm.calibration import load_calibration
-from datafarm.farm.settings import FarmSettings
+from datafarm.farm.settings import FarmSettings, load_settings
 from datafarm.sim.config import load_rig_config
 from datafarm.workspace import Workspace, WorkspaceError, sha256_file
 from datafarm.workspace.workspace import sha256_json
@@ -18,8 +20,16 @@ from datafarm.workspace.workspace import sha256_json
 KEYFRAMES = 3
 
 
-def prepare(calibration: Path, request: str, output: Path, settings: FarmSettings) -> Workspace:
-    """Validate the inputs, then create the workspace. Nothing is created if an input is bad."""
+def prepare(calibration: Path, request: str, output: Path, settings: FarmSettings | Mapping[str, Any]) -> Workspace:
+    """Validate the inputs, then create the workspace. Nothing is created if an input is bad.
+
+    `settings` may be given as plain values (e.g. {"target_count": 10, "renderer": "composite"}): a bad
+    one is a BadInput naming the setting and the fix; a known renderer that is not installed here is
+    Unavailable naming what to install. Both are raised before anything is read or written."""
+    from datafarm.render.registry import check_renderer_available
+
+    settings = load_settings(settings, "prepare")
+    check_renderer_available(settings.renderer)
     if not request.strip():
         raise WorkspaceError("the request is empty: write the task in plain words in the --request-file")
     episode = load_calibration(calibration)  # raises CalibrationError naming the file and the fix
@@ -41,7 +51,9 @@ def prepare(calibration: Path, request: str, output: Path, settings: FarmSetting
 
 
 def settings_of(workspace: Workspace) -> FarmSettings:
-    return FarmSettings.model_validate(workspace.meta["settings"])
+    return load_settings(workspace.meta.get("settings"), f"{workspace.path('workspace.json')} settings",
+                         {name: "edit it in workspace.json, or prepare a new workspace with `datafarm prepare`"
+                          for name in FarmSettings.model_fields})
 
 
 def calibrated_rig_config(workspace: Workspace):

@@ -1,20 +1,58 @@
-"""What a workspace was prepared with (workspace.json "settings")."""
+"""What a workspace was prepared with (workspace.json "settings"): the one settings model of the farm.
+
+Choices are checked when the settings load: the renderer against the renderer registry (an unknown
+name lists the known ones), the counts against their ranges. `load_settings` turns pydantic's
+ValidationError into a one-line BadInput naming the setting and the fix.
+"""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from collections.abc import Mapping
+from typing import Annotated, Any
 
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+
+from datafarm.errors import BadInput
+from datafarm.render.registry import known_renderer
 from datafarm.task.randomization import RandomizationConfig
+from datafarm.validation import describe
+
+MAX_TARGET_COUNT = 100_000  # beyond this a count is a typo (about $80,000 of episodes), not a request
 
 
 class FarmSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    target_count: int = Field(gt=0)
-    renderer: str = "composite"
-    seed_start: int = 0
+    target_count: int = Field(gt=0, le=MAX_TARGET_COUNT)
+    renderer: Annotated[str, AfterValidator(known_renderer)] = "composite"
+    seed_start: int = Field(0, ge=0)
     expert_trial_seeds: int = Field(10, gt=0)
     expert_min_success: float = Field(0.8, ge=0, le=1)
     max_attempts_factor: float = Field(3.0, ge=1, description="give up after this many x target_count seeds")
-    episode_wall_limit: float = 120.0
+    episode_wall_limit: float = Field(120.0, gt=0)
     randomization: RandomizationConfig = RandomizationConfig()
-    repo_id: str = "datafarm/episodes"
+    repo_id: str = Field("datafarm/episodes", pattern=r"^[\w.-]+/[\w.-]+$")
+
+
+# How to fix each setting, from the command line (`prepare`) or in workspace.json.
+FIXES = {
+    "target_count": f"pass --target-count with a whole number from 1 to {MAX_TARGET_COUNT}",
+    "renderer": "pass --renderer with one of them (composite runs on the CPU)",
+}
+
+
+class SettingsError(BadInput, ValueError):
+    """A farm setting is missing, of the wrong type, out of range, or an unknown choice."""
+
+
+def load_settings(values: Mapping[str, Any] | FarmSettings, source: str = "farm settings",
+                  fixes: Mapping[str, str] = FIXES) -> FarmSettings:
+    """FarmSettings from `values`, or SettingsError: '<source>: <setting>: <problem> (got ...); <fix>'."""
+    if isinstance(values, FarmSettings):
+        return values
+    if not isinstance(values, Mapping):
+        raise SettingsError(f"{source}: the settings must be a mapping of names to values, got "
+                            f"{type(values).__name__}; restore them (e.g. from `datafarm prepare`)")
+    try:
+        return FarmSettings.model_validate(dict(values))
+    except ValidationError as error:
+        raise SettingsError(describe(error, source, fixes)) from None

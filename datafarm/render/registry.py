@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from datafarm.errors import Unavailable
-
 import importlib
+import importlib.util
+
+from datafarm.errors import BadInput, Unavailable
 
 from datafarm.render.base import Renderer
 
@@ -26,11 +27,32 @@ class RendererUnavailable(Unavailable, RuntimeError):
     """The renderer is known but cannot run in this installation."""
 
 
+class UnknownRenderer(BadInput, ValueError):
+    """No renderer of that name is registered."""
+
+
+def known_renderer(name: str) -> str:
+    """`name` if the registry has it, else UnknownRenderer listing the known ones (a pydantic validator)."""
+    if name not in RENDERERS:
+        raise UnknownRenderer(f"unknown renderer {name!r}; known renderers: {', '.join(sorted(RENDERERS))}")
+    return name
+
+
+def check_renderer_available(name: str) -> None:
+    """Unknown -> UnknownRenderer; known but its module is not installed -> RendererUnavailable naming what
+    to install. Looks the module up without importing it (no GPU code on a CPU install)."""
+    module_name = RENDERERS[known_renderer(name)].partition(":")[0]
+    try:
+        found = importlib.util.find_spec(module_name) is not None
+    except ModuleNotFoundError:  # its package is missing
+        found = False
+    if not found:
+        raise RendererUnavailable(_NOT_HERE.get(name, f"renderer {name!r}: module {module_name} is not installed"))
+
+
 def get_renderer(name: str, **options) -> Renderer:
     """A renderer instance by registry name, constructed with `options`."""
-    if name not in RENDERERS:
-        raise ValueError(f"unknown renderer {name!r}; known renderers: {', '.join(sorted(RENDERERS))}")
-    module_name, _, class_name = RENDERERS[name].partition(":")
+    module_name, _, class_name = RENDERERS[known_renderer(name)].partition(":")
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as error:

@@ -11,7 +11,11 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from datafarm.errors import BadInput
+from datafarm.scene.fixtures import known_fixture_kind
+from datafarm.validation import describe
 
 RGBA = tuple[float, float, float, float]
 Range = tuple[float, float]
@@ -91,7 +95,7 @@ class FixtureSpec(_Placed):
     `kind` names a builder in datafarm.scene.fixtures; `params` are that builder's own settings.
     """
 
-    kind: str
+    kind: Annotated[str, AfterValidator(known_fixture_kind)]
     params: dict[str, Any] = {}
     # Offsets [low, high] added per episode to numeric params (geometry family), e.g. {opening: [-0.01, 0.02]}.
     randomize_params: dict[str, Range] = {}
@@ -131,10 +135,26 @@ class SceneSpec(_Strict):
         raise KeyError(f"no object or fixture {name!r}; the scene has {[i.name for i in [*self.objects, *self.fixtures]]}")
 
 
+class SceneSpecError(BadInput, ValueError):
+    """scene.yaml is not valid YAML, breaks the schema, names an unknown fixture kind or a missing file."""
+
+
 def load_scene_spec(path: str | Path) -> SceneSpec:
+    """The validated spec, or SceneSpecError naming the file, the setting and the fix. Mesh files are
+    resolved against the spec's folder and must exist."""
     path = Path(path)
     try:
         data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as error:
-        raise ValueError(f"{path}: not valid YAML ({error})") from error
-    return SceneSpec.model_validate(data or {})
+    except (yaml.YAMLError, UnicodeDecodeError) as error:
+        raise SceneSpecError(f"{path}: not valid YAML ({' '.join(str(error).split())}); fix the syntax") from None
+    if data is not None and not isinstance(data, dict):
+        raise SceneSpecError(f"{path}: must hold a mapping (table, objects, fixtures), got {type(data).__name__}")
+    try:
+        spec = SceneSpec.model_validate(data or {})
+    except ValidationError as error:
+        raise SceneSpecError(describe(error, str(path))) from None
+    for item in spec.objects:
+        if isinstance(item.geometry, MeshGeometry) and not (path.parent / item.geometry.file).is_file():
+            raise SceneSpecError(f"{path}: object {item.name!r} names mesh file {item.geometry.file!r}, which is not "
+                                 f"in {path.parent}; add the file or correct the name")
+    return spec

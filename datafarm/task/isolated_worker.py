@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from datafarm.agent.sandbox_worker import serve
 from datafarm.task.trace import Trace
@@ -37,10 +36,10 @@ def _failure(error: BaseException) -> dict[str, Any]:
 
 def _package(scene_dir: Path, expert_file: Path | None):
     from datafarm.scene.spec import load_scene_spec
-    from datafarm.task.package import TaskInfo, TaskPackage
+    from datafarm.task.package import TaskPackage, load_params, load_task_info
 
-    info = TaskInfo.model_validate(yaml.safe_load((scene_dir / "task.yaml").read_text()))
-    params = yaml.safe_load((scene_dir / "params.yaml").read_text()) or {}
+    info = load_task_info(scene_dir / "task.yaml")
+    params = load_params(scene_dir / "params.yaml")
     return TaskPackage(scene_dir, info, load_scene_spec(scene_dir / "scene.yaml"), params, expert_file, None)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.abc
 import importlib.util
+import re
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -12,9 +13,11 @@ from types import ModuleType
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from datafarm.errors import BadInput
 from datafarm.scene.spec import SceneSpec, load_scene_spec
+from datafarm.validation import describe
 
 PACKAGE_FILES = ("task.yaml", "scene.yaml", "params.yaml", "expert.py", "judge.py")
 
@@ -62,6 +65,58 @@ class TaskPackage:
         return module
 
 
+class TaskFileError(BadInput, ValueError):
+    """task.yaml or params.yaml is not what a task package holds; the message names the file and the fix."""
+
+
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+PLAIN = (str, int, float, bool, type(None))
+
+
+def _yaml(path: Path):
+    try:
+        return yaml.safe_load(path.read_text())
+    except (yaml.YAMLError, UnicodeDecodeError) as error:
+        raise TaskFileError(f"{path}: not valid YAML ({' '.join(str(error).split())}); fix the syntax") from None
+
+
+def load_task_info(path: Path) -> TaskInfo:
+    data = _yaml(path)
+    if not isinstance(data, dict):
+        raise TaskFileError(f"{path}: must hold a mapping with name and instruction, got {type(data).__name__}")
+    try:
+        return TaskInfo.model_validate(data)
+    except ValidationError as error:
+        raise TaskFileError(describe(error, str(path))) from None
+
+
+def _plain(value: Any) -> bool:
+    if isinstance(value, (list, tuple)):
+        return all(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
+    return isinstance(value, PLAIN)
+
+
+def load_params(path: Path) -> dict[str, Any]:
+    """params.yaml: a mapping (possibly empty) of identifier names to plain values (numbers, strings,
+    booleans, and lists or mappings of them), which solve() and judge() receive as `params`."""
+    data = _yaml(path)
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise TaskFileError(f"{path}: must hold a mapping of parameter names to values (e.g. `lift_height: 0.1`), "
+                            f"got {type(data).__name__}")
+    for key, value in data.items():
+        if not isinstance(key, str) or not IDENTIFIER.match(key):
+            raise TaskFileError(f"{path}: parameter name {key!r} is not an identifier; use letters, digits and _ "
+                                "(e.g. lift_height), as solve() and judge() read params[name]")
+        if not _plain(value):
+            raise TaskFileError(f"{path}: parameter {key!r} has a {type(value).__name__} value; use numbers, strings, "
+                                "booleans, or lists and mappings of them")
+    return data
+
+
 def load_task_package(directory: str | Path, expert_file: Path | None = None,
                       judge_file: Path | None = None) -> TaskPackage:
     """Load the package in `directory`; the expert and judge may live elsewhere (a workspace)."""
@@ -70,8 +125,8 @@ def load_task_package(directory: str | Path, expert_file: Path | None = None,
     missing = [f for f in PACKAGE_FILES if not elsewhere.get(f) and not (directory / f).exists()]
     if missing:
         raise FileNotFoundError(f"task package {directory} is missing {missing} (a package has {list(PACKAGE_FILES)})")
-    info = TaskInfo.model_validate(yaml.safe_load((directory / "task.yaml").read_text()))
-    params = yaml.safe_load((directory / "params.yaml").read_text()) or {}
+    info = load_task_info(directory / "task.yaml")
+    params = load_params(directory / "params.yaml")
     return TaskPackage(directory, info, load_scene_spec(directory / "scene.yaml"), params, expert_file, judge_file)
 
 
