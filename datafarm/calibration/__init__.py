@@ -6,7 +6,6 @@
 """
 
 from datafarm.calibration.episode import (
-    CAMERAS,
     FOLDER_VIDEO_NAMES,
     PROVENANCE_FILE,
     CalibrationEpisode,
@@ -16,5 +15,5 @@ from datafarm.calibration.errors import CalibrationError
 from datafarm.calibration.robomind import appearance_references, robomind_calibration_folder
 from datafarm.calibration.synth import synth_calibration
 
-__all__ = ["CAMERAS", "FOLDER_VIDEO_NAMES", "PROVENANCE_FILE", "CalibrationEpisode", "CalibrationError",
+__all__ = ["FOLDER_VIDEO_NAMES", "PROVENANCE_FILE", "CalibrationEpisode", "CalibrationError",
            "appearance_references", "load_calibration", "robomind_calibration_folder", "synth_calibration"]

@@ -2,7 +2,7 @@
 
 Two input formats are accepted by `load_calibration`:
 
-(a) a LeRobot v3.0 dataset root with exactly one episode, the three camera keys of `CAMERAS` as
+(a) a LeRobot v3.0 dataset root with exactly one episode, the three camera keys of `CAMERA_KEYS` as
     videos and a 14-D ``observation.state`` (read from its parquet and mp4 files directly: offline,
     no torch);
 (b) a folder with three mp4s (``head.mp4``, ``left_wrist.mp4``, ``right_wrist.mp4``, or LeRobot's
@@ -26,18 +26,15 @@ import numpy as np
 
 from datafarm.calibration.errors import CalibrationError
 from datafarm.calibration.joints import read_joint_table
+from datafarm.cameras import CAMERA_KEYS
 from datafarm.media import VideoError, probe, read_video
 from datafarm.sim.spaces import AXIS_NAMES, DOF
 
 log = logging.getLogger(__name__)
 
-# Our camera names -> LeRobot feature keys.
-CAMERAS: dict[str, str] = {"head": "observation.images.cam_high",
-                           "left_wrist": "observation.images.cam_left_wrist",
-                           "right_wrist": "observation.images.cam_right_wrist"}
 # File names accepted for each camera in a folder (format b).
 FOLDER_VIDEO_NAMES: dict[str, tuple[str, ...]] = {camera: (f"{camera}.mp4", f"{key.rsplit('.', 1)[1]}.mp4")
-                                                  for camera, key in CAMERAS.items()}
+                                                  for camera, key in CAMERA_KEYS.items()}
 PROVENANCE_FILE = "datafarm_calibration.json"
 _PLATE_SAMPLES = 30
 JOINT_MAX_RAD = 2 * np.pi  # beyond a full turn either way a joint value is in degrees
@@ -96,7 +93,7 @@ def load_calibration(path: str | Path) -> CalibrationEpisode:
     if (path / "meta" / "info.json").exists():
         from datafarm.calibration.lerobot_input import read_lerobot_episode
 
-        fps, frames, state, meta = read_lerobot_episode(path, CAMERAS)
+        fps, frames, state, meta = read_lerobot_episode(path, CAMERA_KEYS)
     else:
         fps, frames, state, meta = _read_folder(path)
     _check_shapes(path, frames, state)
@@ -150,7 +147,7 @@ def _find_video(folder: Path, camera: str) -> Path:
 
 
 def _read_folder(folder: Path) -> tuple[float, dict[str, np.ndarray], np.ndarray, dict]:
-    videos = {camera: _find_video(folder, camera) for camera in CAMERAS}
+    videos = {camera: _find_video(folder, camera) for camera in CAMERA_KEYS}
     tables = [folder / name for name in ("joints.csv", "joints.parquet") if (folder / name).exists()]
     if not tables:
         raise CalibrationError(f"{folder}: joint states are missing; expected joints.csv (a header, then one "

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from datafarm.calibration.episode import CAMERAS
+from datafarm.cameras import CAMERA_KEYS, CAMERAS
 from datafarm.logs import silence_ffmpeg, silence_progress_bars
 from datafarm.media import VideoError, iter_frames, probe
 from datafarm.sim.recorder import RecordedEpisode
@@ -107,7 +107,7 @@ class HarvestReport:
 def dataset_features(resolutions: dict[str, tuple[int, int]]) -> dict[str, dict]:
     """LeRobot feature spec: three cameras (camera name -> (height, width)), 14-D state and action."""
     features: dict[str, dict] = {}
-    for camera, key in CAMERAS.items():
+    for camera, key in CAMERA_KEYS.items():
         height, width = resolutions[camera]
         features[key] = {"dtype": "video", "shape": (height, width, 3), "names": ["height", "width", "channels"]}
     for key in ("observation.state", "action"):
@@ -189,7 +189,7 @@ def _write_episode(dataset, prepared: _Prepared, task: str) -> int:
                 if image is None:
                     raise HarvestError(f"episode {item.index}: video {prepared.videos[camera]} has {t} frames but "
                                        f"the episode has {rows} rows; re-render it at the episode's frame count")
-                frame[CAMERAS[camera]] = image
+                frame[CAMERA_KEYS[camera]] = image
             _wait_for_encoder_backlog(dataset)
             dataset.add_frame(frame)
         for camera, stream in streams.items():

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from datafarm.author import Author, BuiltinAuthor, RequestRefused
-from datafarm.farm.episodes import CAMERAS
+from datafarm.cameras import CAMERAS
 from datafarm.farm.prepare import calibrated_rig_config, load_png, save_png, settings_of
 from datafarm.scene.builder import build_scene
 from datafarm.scene.spec import load_scene_spec

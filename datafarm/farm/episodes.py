@@ -14,6 +14,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from datafarm.cameras import CAMERAS
 from datafarm.farm.prepare import calibrated_rig_config, load_png, settings_of
 from datafarm.sim.recorder import RecordedEpisode
 from datafarm.task.package import TaskPackage
@@ -22,7 +23,6 @@ from datafarm.workspace import Workspace
 from datafarm.workspace.jsonl import append_jsonl, read_jsonl
 
 ATTEMPTS = "rollout/attempts.jsonl"
-CAMERAS = ("head", "left_wrist", "right_wrist")
 
 
 def episode_dir(index: int) -> str:

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
-from datafarm.farm.episodes import CAMERAS, episode_dir, kept_episodes, rendered_videos
+from datafarm.cameras import CAMERAS
+from datafarm.farm.episodes import episode_dir, kept_episodes, rendered_videos
 from datafarm.media import read_video, write_video
 from datafarm.sim.recorder import RecordedEpisode
 from datafarm.viz import contact_sheet, tile_views

@@ -14,14 +14,11 @@ import numpy as np
 from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field
 
+from datafarm.cameras import CAMERA_KEYS
 from datafarm.errors import BadInput
 
 SPEC_FILE = "policy.json"
 
-# Farm camera name -> LeRobot observation key (the delivered dataset's layout).
-CAMERA_KEYS: dict[str, str] = {"head": "observation.images.cam_high",
-                               "left_wrist": "observation.images.cam_left_wrist",
-                               "right_wrist": "observation.images.cam_right_wrist"}
 STATE_KEY = "observation.state"
 ACTION_KEY = "action"
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from datafarm.errors import Unavailable
-from datafarm.farm.episodes import CAMERAS
+from datafarm.cameras import CAMERAS
 from datafarm.policy.appearances import trial_appearance
 from datafarm.policy.controls import Policy
 from datafarm.render.composite import CompositeRenderer, legend_classes, live_frame

@@ -13,7 +13,6 @@ import numpy as np
 from datafarm.render.appearance import Appearance
 from datafarm.sim.recorder import RecordedEpisode
 
-CAMERA_NAMES = ("head", "left_wrist", "right_wrist")
 
 
 class RenderError(BadInput, RuntimeError):

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from datafarm.cameras import CAMERAS
 from datafarm.geometry import look_at
 from datafarm.scene.builder import Placement
 from datafarm.scene.spec import CupGeometry, CylinderGeometry, ObjectSpec, SceneSpec, SphereGeometry
@@ -139,7 +140,7 @@ def sample_episode(spec: SceneSpec, seed: int, config: RandomizationConfig, max_
             jitter = rng.normal(0, config.color_jitter, 3)
             sample.object_colors[obj.name] = [*np.clip(np.asarray(obj.color[:3]) + jitter, 0, 1).tolist(), obj.color[3]]
     if config.camera:
-        for name in ("head", "left_wrist", "right_wrist"):
+        for name in CAMERAS:
             sample.camera_jitter[name] = [
                 *rng.normal(0, config.camera_position_jitter, 3).tolist(),
                 *rng.normal(0, config.camera_angle_jitter, 3).tolist(),

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from datafarm.calibration import (
-    CAMERAS,
     CalibrationError,
     appearance_references,
     load_calibration,
@@ -16,6 +15,7 @@ from datafarm.calibration import (
     synth_calibration,
 )
 from datafarm.calibration.robomind import robomind_dir
+from datafarm.cameras import CAMERA_KEYS, CAMERAS
 from datafarm.dataset import HarvestItem, harvest
 from datafarm.sim.recorder import EpisodeRecorder
 
@@ -63,7 +63,7 @@ def _edited_copy(source, tmp_path, edit):
 
 
 def test_lerobot_datasets_without_a_camera_or_with_a_wrong_state_width_are_refused(synthetic, tmp_path):
-    no_camera = _edited_copy(synthetic, tmp_path / "a", lambda i: i["features"].pop(CAMERAS["left_wrist"]))
+    no_camera = _edited_copy(synthetic, tmp_path / "a", lambda i: i["features"].pop(CAMERA_KEYS["left_wrist"]))
     with pytest.raises(CalibrationError, match="camera 'left_wrist' is missing: no feature"):
         load_calibration(no_camera)
 

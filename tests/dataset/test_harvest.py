@@ -4,7 +4,7 @@ import os
 import numpy as np
 import pytest
 
-from datafarm.calibration import CAMERAS
+from datafarm.cameras import CAMERA_KEYS, CAMERAS
 from datafarm.dataset import HarvestError, HarvestItem, harvest
 from datafarm.media import write_video
 from datafarm.sim.recorder import EpisodeRecorder, RecordedEpisode
@@ -56,7 +56,7 @@ def test_harvest_writes_a_lerobot_dataset_that_reads_back(episodes, tmp_path):
 
     dataset = LeRobotDataset("local/apple", root=tmp_path / "dataset")
     assert dataset.fps == 30 and dataset.num_episodes == 2 and dataset.num_frames == 21
-    assert set(dataset.meta.video_keys) == set(CAMERAS.values())
+    assert set(dataset.meta.video_keys) == set(CAMERA_KEYS.values())
     assert list(dataset.meta.tasks.index) == [INSTRUCTION]
     for key in ("observation.state", "action"):
         assert dataset.features[key]["names"] == list(AXIS_NAMES)
@@ -74,10 +74,10 @@ def test_harvest_writes_a_lerobot_dataset_that_reads_back(episodes, tmp_path):
     # Frame 5 of episode 0 is the sim frame 5; episode 1's frames are the rendered (solid colour) views.
     sample = dataset[5]
     sim = RecordedEpisode.load(first).rgb("head")[5].astype(np.float32)
-    decoded = sample[CAMERAS["head"]].permute(1, 2, 0).numpy() * 255
+    decoded = sample[CAMERA_KEYS["head"]].permute(1, 2, 0).numpy() * 255
     assert decoded.shape == (240, 320, 3) and np.abs(decoded - sim).mean() < 6
     assert sample["task"] == INSTRUCTION
-    rendered = dataset[12 + 4][CAMERAS["left_wrist"]].permute(1, 2, 0).numpy() * 255
+    rendered = dataset[12 + 4][CAMERA_KEYS["left_wrist"]].permute(1, 2, 0).numpy() * 255
     np.testing.assert_allclose(rendered.reshape(-1, 3).mean(axis=0), RENDER_COLOUR, atol=6)
 
     manifest = json.loads((tmp_path / "dataset" / "datafarm_harvest.json").read_text())

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from datafarm.farm.deliver import harvest, verify
-from datafarm.farm.episodes import CAMERAS, episode_dir
+from datafarm.cameras import CAMERAS
+from datafarm.farm.episodes import episode_dir
 from datafarm.farm.progress import read_progress
 from datafarm.media import write_video
 from datafarm.sim.recorder import EpisodeRecorder
