@@ -1,0 +1,86 @@
+"""Run a trained policy folder: full-resolution camera frames and the 14-D state in, a 14-D action out.
+
+``runner = load_lerobot_policy(WS / "policies" / "act-cpu")``; per episode ``runner.reset()``; per
+control tick ``action = runner.act({"head": frame, ...}, state)``. The runner resizes each frame with
+the same :func:`datafarm.policy.spec.downscale` the derived training dataset was written with, and
+feeds lerobot's own observation conversion, pre-processor, ``select_action`` and post-processor.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from datafarm.errors import BadInput
+from datafarm.policy.spec import CAMERA_KEYS, PolicySpec, downscale, load_policy_spec
+
+log = logging.getLogger(__name__)
+
+STATE_DIM = 14
+
+
+@dataclass
+class LerobotPolicyRunner:
+    """A loaded lerobot policy and its processors; not thread-safe (ACT keeps an action queue)."""
+
+    spec: PolicySpec
+    policy: object  # lerobot PreTrainedPolicy
+    preprocessor: object
+    postprocessor: object
+    instruction: str
+
+    def reset(self) -> None:
+        """Forget the previous episode (ACT's action queue, Diffusion's observation history)."""
+        self.policy.reset()
+        for pipeline in (self.preprocessor, self.postprocessor):
+            pipeline.reset()
+
+    def act(self, frames: dict[str, np.ndarray], state: np.ndarray) -> np.ndarray:
+        """One action (14,) float32 in rad / m from full-resolution HWC uint8 frames (farm camera names)."""
+        import torch
+        from lerobot.envs.utils import preprocess_observation
+
+        missing = [camera for camera in self.spec.cameras if camera not in frames]
+        if missing:
+            raise BadInput(f"the policy needs cameras {self.spec.cameras}, frames lack {missing}; "
+                           f"pass every camera the policy was trained on")
+        state = np.asarray(state, dtype=np.float32).reshape(-1)
+        if state.shape != (STATE_DIM,):
+            raise BadInput(f"state must be ({STATE_DIM},), got {state.shape}; pass the rig's joint state")
+        pixels = {CAMERA_KEYS[camera].rsplit(".", 1)[1]: np.array(downscale(frames[camera], self.spec.image_size))[None]
+                  for camera in self.spec.cameras}
+        observation = preprocess_observation({"pixels": pixels, "agent_pos": state[None]})
+        observation["task"] = [self.instruction]
+        observation = self.preprocessor(observation)
+        with torch.inference_mode():
+            action = self.policy.select_action(observation)
+        action = self.postprocessor(action)
+        return action.detach().to("cpu").numpy().reshape(-1).astype(np.float32)
+
+
+def load_lerobot_policy(folder: Path | str, device: str = "cpu", instruction: str = "") -> LerobotPolicyRunner:
+    """Load ``folder`` (a trained policy folder with policy.json) for inference on ``device``."""
+    from lerobot.configs.policies import PreTrainedConfig
+    from lerobot.policies.factory import get_policy_class, make_pre_post_processors
+
+    folder = Path(folder)
+    spec = load_policy_spec(folder)
+    checkpoint = folder / spec.checkpoint
+    if not checkpoint.is_dir():
+        raise BadInput(f"{checkpoint} is missing: {folder} has no checkpoint; train it with "
+                       f"`datafarm train WS --policy {spec.policy_type} --preset {spec.preset}`")
+    config = PreTrainedConfig.from_pretrained(checkpoint)
+    config.device = device
+    if hasattr(config, "pretrained_backbone_weights"):
+        config.pretrained_backbone_weights = None  # the checkpoint holds the trained backbone: load nothing else
+    policy = get_policy_class(config.type).from_pretrained(checkpoint, config=config)
+    policy.eval()
+    overrides = {"device_processor": {"device": device}}
+    preprocessor, postprocessor = make_pre_post_processors(config, pretrained_path=str(checkpoint),
+                                                           preprocessor_overrides=overrides)
+    log.info("loaded %s policy from %s (%d steps, cameras %s at %s)", spec.policy_type, checkpoint, spec.steps,
+             spec.cameras, spec.image_size)
+    return LerobotPolicyRunner(spec, policy, preprocessor, postprocessor, instruction)

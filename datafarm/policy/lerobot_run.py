@@ -1,0 +1,45 @@
+"""Run lerobot's own training script in this process and record its metrics as JSON lines.
+
+Usage (what `datafarm.policy.train` starts as a child process):
+``python -m datafarm.policy.lerobot_run METRICS.jsonl -- <lerobot-train arguments>``.
+
+lerobot logs its `MetricsTracker` every ``log_freq`` steps, but formats the step as "1K", so the
+loss curve is taken from the tracker object itself: a filter on the root logger (lerobot replaces
+the root logger's handlers, not its filters) appends ``tracker.to_dict()`` to METRICS.jsonl.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+
+
+class MetricsRecorder(logging.Filter):
+    def __init__(self, path: Path):
+        super().__init__()
+        self.path = path
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from lerobot.utils.logging_utils import MetricsTracker
+
+        if isinstance(record.msg, MetricsTracker):
+            values = {key: float(value) for key, value in record.msg.to_dict().items()}
+            with open(self.path, "a") as f:
+                f.write(json.dumps(values) + "\n")
+        return True
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) < 2 or argv[1] != "--":
+        raise SystemExit("usage: python -m datafarm.policy.lerobot_run METRICS.jsonl -- <lerobot-train arguments>")
+    from lerobot.scripts import lerobot_train
+
+    logging.getLogger().addFilter(MetricsRecorder(Path(argv[0])))
+    sys.argv = ["lerobot-train", *argv[2:]]
+    lerobot_train.main()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,258 @@
+"""Train a policy on a workspace's delivery with lerobot's own training script, resumably, offline.
+
+``train_policy(WS, "act", "cpu")`` writes ``WS/policies/act-cpu/``:
+
+- ``lerobot/``: lerobot-train's output dir (``checkpoints/<step>/`` and ``checkpoints/last``);
+- ``preset.yaml`` (the preset trained with), ``policy.json`` (:class:`PolicySpec`), ``training.json``
+  (steps, s/step, loading share, wall and CPU seconds of every run), ``metrics.jsonl`` (lerobot's
+  metrics per log window), ``loss_curve.png`` and ``train.log`` (lerobot's output);
+
+and charges the run's CPU-seconds, GPU-seconds (wall on a GPU) and wall seconds to the workspace's cost
+ledger under phase ``train:<policy>-<preset>``. A run that is killed resumes from its last checkpoint
+the next time the same command runs (lerobot's ``--resume=true --config_path=...``); asking for more
+steps than were done continues the same run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import yaml
+
+from datafarm.costs import CostLedger
+from datafarm.errors import BadInput, PermanentError, TransientError, Unavailable
+from datafarm.policy.curve import StepTiming, draw_loss_curve, read_metrics, step_timing
+from datafarm.policy.derived import TrainingData, delivered_data, derived_data, training_episode_seeds
+from datafarm.policy.presets import Preset, load_preset, require_usable
+from datafarm.policy.spec import PolicySpec, write_policy_spec
+
+log = logging.getLogger(__name__)
+
+POLICIES_DIR = "policies"
+LEROBOT_OUTPUT = "lerobot"
+LAST_CHECKPOINT = f"{LEROBOT_OUTPUT}/checkpoints/last"
+PRETRAINED_MODEL = "pretrained_model"
+TRAIN_CONFIG = "train_config.json"  # lerobot's, inside pretrained_model/
+METRICS_FILE = "metrics.jsonl"
+TRAINING_FILE = "training.json"
+LOSS_CURVE = "loss_curve.png"
+LOG_FILE = "train.log"
+PRESET_FILE = "preset.yaml"
+
+
+class TrainingFailed(PermanentError):
+    """lerobot's training exited with an error (its output is in the policy folder's train.log)."""
+
+    exit_code = 70
+
+
+class TrainingInterrupted(TransientError):
+    """Training was killed (a signal): rerunning the same command resumes from the last checkpoint."""
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    folder: Path
+    spec: PolicySpec
+    steps_done: int
+    resumed_from: int  # the step this run started at (0: a fresh run)
+    wall_seconds: float  # this call's training wall time (0 when nothing was left to train)
+    cpu_seconds: float
+    gpu_seconds: float
+    timing: StepTiming | None  # over every logged window of the whole run so far
+    data_built_seconds: float  # time spent deriving the dataset in this call (0 when reused)
+    loss_curve: Path
+    final_loss: float | None
+
+
+def policy_folder(workspace_root: Path, preset: Preset) -> Path:
+    return Path(workspace_root) / POLICIES_DIR / preset.folder_name
+
+
+def checkpoint_step(folder: Path) -> int:
+    """The step of the last checkpoint in a policy folder (0 when there is none)."""
+    state = Path(folder) / LAST_CHECKPOINT / "training_state" / "training_step.json"
+    return int(json.loads(state.read_text())["step"]) if state.is_file() else 0
+
+
+def training_data(workspace_root: Path, preset: Preset) -> TrainingData:
+    if preset.needs_derived_dataset:
+        return derived_data(workspace_root, preset.cameras, preset.image_size)
+    return delivered_data(workspace_root)
+
+
+def _cli_value(value) -> str:
+    """A value as draccus parses it on lerobot's command line."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(list(value) if isinstance(value, tuple) else value)
+
+
+def lerobot_arguments(preset: Preset, data: TrainingData, output_dir: Path, steps: int, resume: bool,
+                      backbone_weights: str | None) -> list[str]:
+    """lerobot-train's arguments for this preset (fresh run) or for resuming the run in output_dir."""
+    run = [f"--steps={steps}", "--wandb.enable=false", f"--output_dir={output_dir}"]
+    if resume:
+        config = output_dir / "checkpoints" / "last" / PRETRAINED_MODEL / TRAIN_CONFIG
+        return [f"--config_path={config}", "--resume=true", *run]
+    policy = [f"--policy.path={Path(preset.pretrained_path).expanduser()}"] if preset.pretrained_path else \
+        [f"--policy.type={preset.policy}"]
+    policy.append("--policy.push_to_hub=false")
+    if preset.device:
+        policy.append(f"--policy.device={preset.device}")
+    if preset.policy in ("act", "diffusion"):
+        policy.append(f"--policy.pretrained_backbone_weights={backbone_weights or 'null'}")
+    policy += [f"--policy.{key}={_cli_value(value)}" for key, value in preset.policy_options.items()]
+    return [f"--dataset.repo_id={data.repo_id}", f"--dataset.root={data.root}", *policy, *run,
+            f"--job_name={preset.folder_name}", f"--batch_size={preset.batch_size}",
+            f"--num_workers={preset.num_workers}", f"--save_freq={preset.save_freq}", f"--log_freq={preset.log_freq}",
+            f"--seed={preset.seed}", "--env_eval_freq=0"]
+
+
+def _backbone(preset: Preset) -> tuple[str | None, dict[str, str]]:
+    """The pretrained backbone to start from when its file is already here (nothing is downloaded)."""
+    if preset.backbone is None:
+        return None, {}
+    found = preset.backbone.local_file()
+    if found is None:
+        log.warning("%s: backbone %s is not under %s; training the backbone from scratch",
+                    preset.folder_name, preset.backbone.weights, preset.backbone.torch_home)
+        return None, {}
+    return preset.backbone.weights, {"TORCH_HOME": str(found.parents[2])}
+
+
+def _offline_env(folder: Path, extra: dict[str, str]) -> dict[str, str]:
+    cache = folder / ".cache"
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "disabled",
+            "HF_DATASETS_CACHE": str(cache / "hf-datasets"), "HF_HOME": os.environ.get("HF_HOME", str(cache / "hf")),
+            **extra}
+
+
+def _children_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def train_policy(workspace_root: Path | str, policy: str, preset_name: str, steps: int | None = None,
+                 preset: Preset | None = None, folder: Path | None = None) -> TrainResult:
+    """Train (or resume, or extend) ``WS/policies/<policy>-<preset>`` up to ``steps`` (the preset's by default).
+
+    ``preset`` replaces the named preset file (tests, benchmarks); ``folder`` the policy folder."""
+    workspace_root = Path(workspace_root)
+    preset = preset or load_preset(policy, preset_name)
+    require_usable(preset)
+    if preset.pretrained_path and not Path(preset.pretrained_path).expanduser().is_dir():
+        raise Unavailable(f"{preset.folder_name} starts from {preset.pretrained_path}, which is not here: copy the "
+                          f"pretrained policy folder there or edit configs/policy/{preset.folder_name}.yaml")
+    target_steps = steps or preset.steps
+    folder = Path(folder) if folder else policy_folder(workspace_root, preset)
+    data = training_data(workspace_root, preset)
+    _check_same_delivery(folder, data)
+    seeds = training_episode_seeds(workspace_root, data.root)
+
+    done = checkpoint_step(folder)
+    output_dir = folder / LEROBOT_OUTPUT
+    if done == 0 and output_dir.exists():
+        log.info("%s: no checkpoint from the previous run; starting again", output_dir)
+        shutil.rmtree(output_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / PRESET_FILE).write_text(yaml.safe_dump(preset.model_dump(mode="json"), sort_keys=False))
+
+    wall = cpu = gpu = 0.0
+    if done < target_steps:
+        weights, env = _backbone(preset)
+        arguments = lerobot_arguments(preset, data, output_dir.resolve(), target_steps, resume=done > 0,
+                                      backbone_weights=weights)
+        log.info("%s: training steps %d..%d with lerobot (%s)", preset.folder_name, done, target_steps,
+                 "resumed" if done else "fresh")
+        wall, cpu = _run_lerobot(workspace_root, folder, arguments, _offline_env(folder, env), preset)
+        gpu = wall if (preset.device or "").startswith("cuda") else 0.0
+    steps_done = checkpoint_step(folder)
+    return _finish(workspace_root, folder, preset, data, seeds, done, steps_done, wall, cpu, gpu)
+
+
+def _check_same_delivery(folder: Path, data: TrainingData) -> None:
+    """A checkpoint trained on another delivery must not be resumed on this one."""
+    training = folder / TRAINING_FILE
+    if training.is_file() and checkpoint_step(folder) > 0:
+        recorded = json.loads(training.read_text()).get("dataset_manifest_sha256")
+        if recorded and recorded != data.manifest_sha256:
+            raise BadInput(f"{folder} was trained on another delivery (manifest {recorded[:12]}, now "
+                           f"{data.manifest_sha256[:12]}): move or delete {folder} to train on this one")
+
+
+def _run_lerobot(workspace_root: Path, folder: Path, arguments: list[str], env: dict[str, str],
+                 preset: Preset) -> tuple[float, float]:
+    """Run lerobot's training as a child process; returns (wall, CPU) seconds; the cost is charged even if it fails."""
+    command = [sys.executable, "-m", "datafarm.policy.lerobot_run", str(folder / METRICS_FILE), "--", *arguments]
+    cpu_before, started = _children_cpu_seconds(), time.perf_counter()
+    with open(folder / LOG_FILE, "a") as out:
+        out.write(f"\n# {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(command)}\n")
+        out.flush()
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=folder)
+        try:
+            returncode = process.wait()
+        except BaseException:  # our own interruption: stop lerobot too (its last checkpoint stays)
+            process.terminate()
+            process.wait()
+            raise
+        finally:
+            wall, cpu = time.perf_counter() - started, _children_cpu_seconds() - cpu_before
+            _charge(workspace_root, preset, wall, cpu)
+    if returncode < 0:
+        raise TrainingInterrupted(f"training {preset.folder_name} was killed by signal {-returncode}; rerun the same "
+                                  "command to resume from its last checkpoint")
+    if returncode != 0:
+        tail = (folder / LOG_FILE).read_text().splitlines()[-5:]
+        raise TrainingFailed(f"lerobot training of {preset.folder_name} failed (exit {returncode}): "
+                             f"{' | '.join(tail)}; see {folder / LOG_FILE}")
+    return wall, cpu
+
+
+def _charge(workspace_root: Path, preset: Preset, wall: float, cpu: float) -> None:
+    ledger = CostLedger(workspace_root)
+    phase = f"train:{preset.folder_name}"
+    ledger.add_cpu(phase, cpu)
+    if (preset.device or "").startswith("cuda"):
+        ledger.add_gpu(phase, wall)
+    ledger.add(phase, "wall", wall, "s", 0.0)  # for the record; wall time itself is not billed
+
+
+def _finish(workspace_root: Path, folder: Path, preset: Preset, data: TrainingData, seeds: list[int], started_at: int,
+            steps_done: int, wall: float, cpu: float, gpu: float) -> TrainResult:
+    if steps_done == 0:
+        raise TrainingFailed(f"{folder} holds no checkpoint after training; see {folder / LOG_FILE}")
+    meta = json.loads((workspace_root / "workspace.json").read_text())
+    spec = PolicySpec(policy_type=preset.policy, preset=preset.name, checkpoint=f"{LAST_CHECKPOINT}/{PRETRAINED_MODEL}",
+                      cameras=list(preset.cameras), image_size=data.image_size,
+                      dataset_manifest_sha256=data.manifest_sha256, train_episode_seeds=seeds,
+                      task=str(meta.get("task", "")), steps=steps_done, fps=data.fps)
+    write_policy_spec(folder, spec)
+    metrics = read_metrics(folder / METRICS_FILE)
+    timing = step_timing(metrics)
+    curve = draw_loss_curve(metrics, folder / LOSS_CURVE, f"{preset.folder_name} on {workspace_root.name}: "
+                            f"{steps_done} steps")
+    final_loss = metrics[-1]["loss"] if metrics else None
+    training_path = folder / TRAINING_FILE
+    record = json.loads(training_path.read_text()) if training_path.is_file() else {"runs": []}
+    if wall > 0:
+        record["runs"].append({"from_step": started_at, "to_step": steps_done, "wall_seconds": wall,
+                               "cpu_seconds": cpu, "gpu_seconds": gpu, "data_built_seconds": data.built_seconds,
+                               "finished": time.time()})
+    record.update({"dataset_manifest_sha256": data.manifest_sha256, "dataset": str(data.root), "derived": data.derived,
+                   "steps": steps_done, "final_loss": final_loss,
+                   "timing": asdict(timing) if timing else None})
+    training_path.write_text(json.dumps(record, indent=2))
+    log.info("%s: %d steps; final loss %s; %s", preset.folder_name, steps_done, final_loss,
+             f"{timing.seconds_per_step:.2f} s/step, {timing.loading_share:.0%} loading" if timing else "no timing")
+    return TrainResult(folder, spec, steps_done, started_at, wall, cpu, gpu, timing, data.built_seconds, curve,
+                       final_loss)

@@ -1,0 +1,173 @@
+"""Training with lerobot's own code on a farmed delivery: presets, the derived dataset, smoke training,
+inference from the trained folder, resuming a killed run, pi05's wiring."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from datafarm.costs import CostLedger
+from datafarm.errors import BadInput, Unavailable
+from datafarm.policy.derived import derived_data, manifest_sha256
+from datafarm.policy.presets import (PRESET_NAMES, Preset, available_presets, lerobot_option_problems, load_preset,
+                                     load_preset_file, pi05_problems)
+from datafarm.policy.spec import CAMERA_KEYS, downscale, load_policy_spec
+from datafarm.policy.train import checkpoint_step, lerobot_arguments, train_policy
+
+SMOKE_SIZE = (48, 64)
+
+
+def test_every_preset_validates_against_lerobot():
+    names = available_presets()
+    for policy in ("act", "diffusion"):
+        assert {f"{policy}-{name}" for name in PRESET_NAMES} <= set(names)
+    assert "pi05-gpu" in names
+    for name in names:
+        preset = load_preset(*name.split("-"))
+        assert preset.folder_name == name
+        assert lerobot_option_problems(preset) == [], name
+    cpu = load_preset("act", "cpu")
+    assert (cpu.cameras, cpu.image_size, cpu.batch_size) == (["head"], (96, 128), 16)
+    assert (cpu.policy_options["dim_model"], cpu.policy_options["n_encoder_layers"], cpu.policy_options["chunk_size"]) \
+        == (256, 2, 50)
+    gpu = load_preset("act", "gpu")
+    assert gpu.image_size is None and set(gpu.cameras) == set(CAMERA_KEYS) and not gpu.needs_derived_dataset
+
+
+def test_a_wrong_preset_is_refused(tmp_path):
+    good = load_preset("act", "smoke").model_dump(mode="json")
+    bad_camera = tmp_path / "act-smoke.yaml"
+    bad_camera.write_text(yaml.safe_dump({**good, "cameras": ["top"]}))
+    with pytest.raises(BadInput, match="unknown cameras"):
+        load_preset_file(bad_camera)
+    misnamed = tmp_path / "act-cpu.yaml"
+    misnamed.write_text(yaml.safe_dump(good))
+    with pytest.raises(BadInput, match="name the file act-smoke.yaml"):
+        load_preset_file(misnamed)
+    typo = Preset.model_validate({**good, "policy_options": {"dim_modle": 32}})
+    assert lerobot_option_problems(typo) == ["act-smoke: lerobot's ACTConfig has no option 'dim_modle'"]
+    with pytest.raises(BadInput, match="known presets"):
+        load_preset("act", "huge")
+
+
+def test_pi05_wiring(tmp_path):
+    """pi05 trains from a local pi05_base with lerobot's `--policy.path`; here (no `pi` extra) it is refused."""
+    preset = load_preset("pi05", "gpu")
+    assert preset.needs_extra == "pi" and lerobot_option_problems(preset) == []
+    from datafarm.policy.derived import TrainingData
+
+    data = TrainingData(tmp_path / "dataset", "datafarm/x", list(CAMERA_KEYS), (240, 320), "0" * 64, 30, derived=False)
+    arguments = lerobot_arguments(preset, data, tmp_path / "out", 30000, resume=False, backbone_weights=None)
+    assert f"--policy.path={Path(preset.pretrained_path).expanduser()}" in arguments
+    assert not any(a.startswith("--policy.type") or "backbone" in a for a in arguments)
+    assert "--policy.dtype=bfloat16" in arguments and "--policy.gradient_checkpointing=true" in arguments
+    problems = pi05_problems()
+    if problems:
+        with pytest.raises(Unavailable, match="pi05 cannot train here") as raised:
+            train_policy(tmp_path, "pi05", "gpu")
+        assert raised.value.exit_code == 5 and "`pi` extra" in str(raised.value)
+
+
+def _copy(workspace: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "ws"
+    shutil.copytree(workspace, copy, ignore=shutil.ignore_patterns("policies", "derived"))
+    return copy
+
+
+@pytest.mark.slow
+def test_derived_dataset_is_cached_and_rebuilt_for_a_new_delivery(farmed_workspace, tmp_path):
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    workspace = _copy(farmed_workspace, tmp_path)
+    first = derived_data(workspace, ["head"], SMOKE_SIZE)
+    assert first.built_seconds > 0 and first.image_size == SMOKE_SIZE and first.derived
+    derived = LeRobotDataset(first.repo_id, root=first.root)
+    delivered = LeRobotDataset("datafarm/delivered", root=workspace / "dataset")
+    assert derived.meta.total_frames == delivered.meta.total_frames
+    assert derived.meta.video_keys == [] and derived.meta.camera_keys == [CAMERA_KEYS["head"]]
+    for index in (0, delivered.meta.total_frames - 1):
+        full = (delivered[index][CAMERA_KEYS["head"]].numpy().transpose(1, 2, 0) * 255).round().astype(np.uint8)
+        small = (derived[index][CAMERA_KEYS["head"]].numpy().transpose(1, 2, 0) * 255).round().astype(np.uint8)
+        assert small.shape == (*SMOKE_SIZE, 3)
+        assert np.abs(small.astype(int) - downscale(full, SMOKE_SIZE).astype(int)).max() <= 1
+        assert np.allclose(derived[index]["action"], delivered[index]["action"])
+
+    again = derived_data(workspace, ["head"], SMOKE_SIZE)
+    assert again.built_seconds == 0 and again.root == first.root
+
+    manifest = workspace / "manifest.json"
+    changed = json.loads(manifest.read_text())
+    changed["redelivered"] = True
+    manifest.write_text(json.dumps(changed))
+    rebuilt = derived_data(workspace, ["head"], SMOKE_SIZE)
+    assert rebuilt.built_seconds > 0 and rebuilt.manifest_sha256 == manifest_sha256(workspace) != first.manifest_sha256
+
+
+@pytest.mark.slow
+def test_smoke_training_makes_a_policy_that_acts(farmed_workspace, tmp_path):
+    from datafarm.policy.inference import load_lerobot_policy
+
+    workspace = _copy(farmed_workspace, tmp_path)
+    result = train_policy(workspace, "act", "smoke")
+    folder = workspace / "policies" / "act-smoke"
+    assert result.folder == folder and result.steps_done == 4 == checkpoint_step(folder)
+    spec = load_policy_spec(folder)
+    seeds = [json.loads(p.read_text())["seed"] for p in sorted((workspace / "episodes").glob("*/result.json"))]
+    admitted = json.loads((workspace / "manifest.json").read_text())["episodes"]
+    assert sorted(spec.train_episode_seeds) == sorted(
+        json.loads((workspace / "episodes" / f"{i:06d}" / "result.json").read_text())["seed"] for i in admitted)
+    assert set(spec.train_episode_seeds) <= set(seeds) and len(spec.train_episode_seeds) == 2
+    assert spec.dataset_manifest_sha256 == manifest_sha256(workspace)
+    assert (spec.cameras, spec.image_size, spec.steps, spec.task) == (["head"], SMOKE_SIZE, 4, "apple_on_scale")
+    assert (folder / "loss_curve.png").stat().st_size > 0 and (folder / "preset.yaml").is_file()
+    assert result.timing is not None and 0 < result.timing.loading_share < 1
+    charged = [e for e in CostLedger(workspace).entries() if e.phase == "train:act-smoke"]
+    assert {e.item for e in charged} >= {"cpu", "wall"} and all(e.quantity > 0 for e in charged)
+
+    runner = load_lerobot_policy(folder)
+    runner.reset()
+    frames = {camera: np.full((240, 320, 3), 128, np.uint8) for camera in CAMERA_KEYS}
+    state = np.zeros(14, np.float32)
+    action = runner.act(frames, state)
+    assert action.shape == (14,) and action.dtype == np.float32 and np.isfinite(action).all()
+    moved = runner.act({**frames, "head": np.zeros((240, 320, 3), np.uint8)}, state + 0.3)
+    assert moved.shape == (14,)
+    with pytest.raises(BadInput, match="frames lack"):
+        runner.act({"left_wrist": frames["left_wrist"]}, state)
+
+    again = train_policy(workspace, "act", "smoke")  # done already: nothing retrained
+    assert again.wall_seconds == 0 and again.steps_done == 4
+
+
+@pytest.mark.slow
+def test_killed_training_resumes_from_its_last_checkpoint(farmed_workspace, tmp_path):
+    workspace = _copy(farmed_workspace, tmp_path)
+    preset = load_preset("act", "smoke").model_copy(update={"steps": 30, "save_freq": 2})
+    script = ("import sys; from datafarm.policy.presets import Preset; from datafarm.policy.train import train_policy; "
+              "train_policy(sys.argv[1], 'act', 'smoke', preset=Preset.model_validate_json(sys.argv[2]))")
+    process = subprocess.Popen([sys.executable, "-c", script, str(workspace), preset.model_dump_json()],
+                               start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    folder = workspace / "policies" / "act-smoke"
+    deadline = time.monotonic() + 600
+    while checkpoint_step(folder) == 0 and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    os.killpg(process.pid, signal.SIGKILL)  # the whole training, as a lost machine would
+    process.wait()
+    killed_at = checkpoint_step(folder)
+    assert 0 < killed_at < 30, f"the kill came too late (step {killed_at}) to test resuming"
+
+    result = train_policy(workspace, "act", "smoke", preset=preset)
+    assert result.resumed_from == killed_at and result.steps_done == 30 == checkpoint_step(folder)
+    assert "--resume=true" in (folder / "train.log").read_text()
+    logged = [json.loads(line)["steps"] for line in (folder / "metrics.jsonl").read_text().splitlines()]
+    assert logged[-1] == 30 and any(step > killed_at for step in logged)
