@@ -1,50 +1,37 @@
-"""Run agent-written experts on seeds inside the bubblewrap sandbox.
+"""Run agent-written experts on seeds for their author, inside the sandboxes, judged by a judge it never sees.
 
-`sandboxed_expert_runner(root)` gives the callback the expert author's `run_expert` tool calls: it
-starts `python -m datafarm.agent.expert_runner ROOT SEEDS OUT` in the sandbox (no network,
-read-only system, writes only to ROOT/trials), which runs root/expert/expert.py judged by
-root/judge/judge.py and writes the statistics the tool returns.
+`sandboxed_expert_runner(root)` gives the callback the expert author's `run_expert` tool calls: each
+call simulates root/expert/expert.py on the seeds in the expert's sandbox (root/judge/ masked) and
+judges each trace in the judge's own sandbox (datafarm.task.isolation), then returns only what the
+author may learn (datafarm.task.isolation.expert_feedback): success rate, its own errors and
+tracebacks with any judge text cut, and the names of the checks that failed.
 """
 
 from __future__ import annotations
 
-import json
-import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from datafarm.agent.sandbox import SandboxLimits, run_python_in_sandbox
-from datafarm.agent.tools import ExpertRunner, in_process_expert_runner
-from datafarm.paths import REPO_ROOT
+from datafarm.agent.tools import ExpertRunner
 
 
-def sandboxed_expert_runner(root: Path, limits: SandboxLimits | None = None) -> ExpertRunner:
+def sandboxed_expert_runner(root: Path, hidden: Sequence[Path] = (), wall_limit: float = 120.0) -> ExpertRunner:
+    """The run_expert callback for an author whose files are root/scene, root/expert, root/judge.
+
+    `hidden` are further paths the sandboxes must not read (the workspace around root); the
+    sandboxes write only under root/trials.
+    """
     root = Path(root)
 
     def run(seeds: list[int]) -> dict[str, Any]:
-        trials = root / "trials"
-        trials.mkdir(parents=True, exist_ok=True)
-        out = trials / "result.json"
-        out.unlink(missing_ok=True)
-        result = run_python_in_sandbox(
-            Path(__file__), workdir=trials, args=[str(root), json.dumps(seeds), str(out)],
-            readable=[REPO_ROOT, root / "scene", root / "expert", root / "judge"],
-            limits=limits or SandboxLimits(wall_seconds=60.0 + 30.0 * len(seeds), memory_bytes=4 << 30),
-            env={"PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false"},
-        )
-        if not result.ok or not out.exists():
-            return {"seeds": seeds, "successes": 0, "success_rate": 0.0,
-                    "error": f"the sandboxed run failed ({result.violation or result.returncode}): {result.stderr[-2000:]}"}
-        return json.loads(out.read_text())
+        from datafarm.task.isolation import IsolatedRollouts, expert_feedback
+        from datafarm.task.package import load_task_package
+
+        judge_file = root / "judge" / "judge.py"
+        package = load_task_package(root / "scene", root / "expert" / "expert.py", judge_file)  # YAML only
+        with IsolatedRollouts(package, root / "trials", hidden=hidden) as rollouts:
+            results = [rollouts.run(seed, wall_limit=wall_limit) for seed in seeds]
+        return expert_feedback(results, judge_file)
 
     return run
-
-
-def main(argv: list[str]) -> None:
-    root, seeds, out = Path(argv[0]), json.loads(argv[1]), Path(argv[2])
-    stats = in_process_expert_runner(root)(seeds)  # we are inside the sandbox here
-    out.write_text(json.dumps(stats, default=str))
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -35,6 +36,7 @@ from datafarm.agent.sandbox import (SandboxLimits, Violation, _classify, _kill_s
 log = logging.getLogger(__name__)
 
 _READY = {"ready": True}
+SANDBOXED_ENV = "DATAFARM_SANDBOXED"  # set by SandboxWorker; serve() ends stray processes only where it is
 
 
 class WorkerReply(BaseModel):
@@ -83,7 +85,8 @@ class SandboxWorker:
         self.workdir = Path(workdir).resolve()
         self.readable, self.hidden = list(readable), list(hidden)
         self.limits = limits or SandboxLimits()
-        self.env, self.start_timeout, self.max_requests = dict(env or {}), start_timeout, max_requests
+        self.env = {**dict(env or {}), SANDBOXED_ENV: "1"}
+        self.start_timeout, self.max_requests = start_timeout, max_requests
         self.starts = 0  # how many sandboxes this worker has started (start-ups are the cost it saves)
         self._proc: subprocess.Popen | None = None
         self._cap = None
@@ -212,6 +215,30 @@ def serve(handle: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
         replies.flush()
 
     send(_READY)
+    worker = os.getpid()
     for line in requests:
         if line.strip():
-            send(handle(json.loads(line)))
+            reply = handle(json.loads(line))
+            if os.getpid() != worker:  # a process the agent's code forked got here: it must not answer
+                os._exit(0)
+            _end_strays()  # nothing a request started outlives it (a daemon, a fork bomb's leftovers)
+            send(reply)
+
+
+def _end_strays() -> None:
+    """SIGKILL every other process in this sandbox's PID namespace, then reap our own children.
+
+    Only inside the sandbox: kill(-1) spares the namespace's init (bwrap) and the caller, but outside
+    a PID namespace it would reach every process the user owns, so both guards must hold.
+    """
+    if os.environ.get(SANDBOXED_ENV) != "1" or Path("/proc/1/comm").read_text().strip() != "bwrap":
+        return
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except ProcessLookupError:
+        pass  # there were none
+    while True:  # every child of ours was just killed: wait for each (zombies would keep their pids)
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            break

@@ -4,7 +4,7 @@ File tools are confined to the role's folders (roles.Role.reads / writes) under 
 absolute paths, `..`, and symlinks that lead out are refused. A refused or failing call is returned
 to the model as the tool's result ("error: ..."), never raised into the session, so the model can
 correct itself. `run_expert` calls back into the caller (who runs the expert, in a sandbox or
-in-process) and returns its success statistics and failure traces.
+in-process) and returns its success statistics, its own errors and the judge's check names only.
 """
 
 from __future__ import annotations
@@ -58,8 +58,9 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "list_skill_api": {"description": "The skill library and task environment an expert is written against: "
                                       "public methods with signatures and docstrings.",
                        "parameters": {"type": "object", "properties": {}}},
-    "run_expert": {"description": "Run your expert/expert.py on seeded, randomized episodes and get the success "
-                                  "rate and, for failures, the error and its traceback and the verdict's reason.",
+    "run_expert": {"description": "Run your expert/expert.py on seeded, randomized episodes (in a sandbox) and get "
+                                  "the success rate and, for failures, your expert's error and traceback and the "
+                                  "names of the hidden judge's checks that failed and passed.",
                    "parameters": {"type": "object", "properties": {
                        "seeds": {"type": "array", "items": {"type": "integer", "minimum": 0},
                                  "minItems": 1, "maxItems": MAX_SEEDS}},
@@ -268,36 +269,20 @@ def check_scene_files(scene_dir: Path) -> str | None:
 def in_process_expert_runner(root: Path, wall_limit: float = 120.0) -> ExpertRunner:
     """Run root/expert/expert.py, judged by root/judge/judge.py, on root/scene/, in THIS process.
 
-    For tests and trusted models only: agent-written code belongs in the sandbox (datafarm.agent.sandbox).
-    Failures carry the expert's traceback (last frames) and the verdict's reason and failed checks.
+    For tests and trusted models only: agent-written code belongs in the sandboxes
+    (datafarm.agent.expert_runner.sandboxed_expert_runner). What it returns is what the sandboxed
+    runner returns (datafarm.task.isolation.expert_feedback): no verdict reason, no judge text.
     """
-    import traceback
 
     def run(seeds: list[int]) -> dict[str, Any]:
+        from datafarm.task.isolation import expert_feedback
         from datafarm.task.package import load_task_package
         from datafarm.task.rollout import run_episode
 
-        package = load_task_package(root / "scene", root / "expert" / "expert.py", root / "judge" / "judge.py")
-        expert, judge, tracebacks = package.load_expert(), package.load_judge(), {}
-
-        class Traced:  # keeps the traceback the rollout reduces to "Type: message"
-            @staticmethod
-            def solve(env, skills, params):
-                try:
-                    return expert.solve(env, skills, params)
-                except Exception:
-                    tracebacks[seed] = "".join(traceback.format_exc().splitlines(True)[-12:])
-                    raise
-
-        failures, successes = [], 0
-        for seed in seeds:
-            result = run_episode(package, seed, wall_limit=wall_limit, expert=Traced(), judge=judge)
-            successes += result.success
-            if not result.success:
-                failures.append({"seed": seed, "error": result.error, "traceback": tracebacks.get(seed),
-                                 "verdict": result.verdict.reason,
-                                 "failed_checks": [k for k, ok in result.verdict.checks.items() if not ok]})
-        return {"seeds": seeds, "successes": successes, "success_rate": successes / len(seeds), "failures": failures}
+        judge_file = root / "judge" / "judge.py"
+        package = load_task_package(root / "scene", root / "expert" / "expert.py", judge_file)
+        results = [run_episode(package, seed, wall_limit=wall_limit) for seed in seeds]
+        return expert_feedback(results, judge_file)
 
     return run
 

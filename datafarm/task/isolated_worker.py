@@ -60,7 +60,13 @@ def simulate(job: dict[str, Any]) -> dict[str, Any]:
         return _failure(error)
     return {"task": episode.task, "seed": episode.seed, "steps": episode.steps, "sim_seconds": episode.sim_seconds,
             "wall_seconds": episode.wall_seconds, "error": episode.error, "traceback": episode.traceback,
-            "sample": episode.sample}
+            "sample": episode.sample, **_memory_peaks()}
+
+
+def _memory_peaks() -> dict[str, int]:
+    """This worker's peak address space and resident memory so far (sizing its limits)."""
+    status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
+    return {"vm_peak_bytes": int(status["VmPeak"].split()[0]) * 1024, "rss_peak_bytes": int(status["VmHWM"].split()[0]) * 1024}
 
 
 def judge(job: dict[str, Any]) -> dict[str, Any]:

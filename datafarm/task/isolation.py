@@ -39,11 +39,10 @@ from datafarm.task.verdict import Verdict
 log = logging.getLogger(__name__)
 
 WORKER = "datafarm.task.isolated_worker"
-# Address space is virtual: SAPIEN and lavapipe reserve far more than they touch.
-EXPERT_LIMITS = SandboxLimits(wall_seconds=600, memory_bytes=16 << 30, cpu_seconds=4 * 3600, max_processes=512)
-JUDGE_LIMITS = SandboxLimits(wall_seconds=120, memory_bytes=4 << 30, cpu_seconds=3600, max_processes=128)
-JUDGE_SECONDS = 120.0  # one verdict
-_START_MARGIN = 60.0  # on top of an episode's own wall limit (SIGALRM inside catches ordinary runaways)
+# Address space, not resident memory: a recorded apple_on_scale episode peaks at 2.2 GiB of it (1.0 GiB
+# resident) with lavapipe on 2 cores (benchmarks/sandbox_overhead.py prints the peaks).
+EXPERT_LIMITS = SandboxLimits(wall_seconds=600, memory_bytes=8 << 30, cpu_seconds=4 * 3600, max_processes=512)
+JUDGE_LIMITS = SandboxLimits(wall_seconds=120, memory_bytes=4 << 30, cpu_seconds=3600, max_processes=128)  # wall: a verdict
 _PASSED_ENV = ("VK_", "MESA_", "LP_", "SAPIEN_", "NVIDIA_", "__EGL", "__GLX")  # how the host picks its Vulkan driver
 
 
@@ -66,6 +65,7 @@ class JudgeSandbox:
 
     def __init__(self, judge_file: Path, workdir: Path, hidden: Sequence[Path] = (),
                  limits: SandboxLimits = JUDGE_LIMITS):
+        self.limits = limits
         self.judge_file = Path(judge_file).resolve()
         self.workdir = Path(workdir).resolve()
         self.worker = SandboxWorker(WORKER, ["judge"], self.workdir, readable=[REPO_ROOT, self.judge_file.parent],
@@ -77,7 +77,7 @@ class JudgeSandbox:
         inbox = self.workdir / "trace.npz"
         shutil.copyfile(trace_path, inbox)  # the judge reads a copy in its own folder, never the expert's
         outcome = self.worker.request({"op": "judge", "judge_file": str(self.judge_file), "trace_path": str(inbox),
-                                       "params": dict(params)}, timeout=JUDGE_SECONDS)
+                                       "params": dict(params)}, timeout=self.limits.wall_seconds)
         problem = _problem(outcome)
         if problem:
             log.warning("the judge %s failed: %s", self.judge_file, problem)
@@ -111,10 +111,13 @@ class IsolatedRollouts:
 
     `hidden` are paths neither may read (a workspace root: its scene/, expert/ and judge/ are then
     bound back one by one). `do_nothing` runs the contract's negative control instead of the expert.
+    An episode's sandbox is killed `timeout_margin` seconds past its wall limit (the SIGALRM inside
+    stops ordinary runaways first; this stops code that blocks it).
     """
 
     def __init__(self, package: TaskPackage, workdir: Path, hidden: Sequence[Path] = (), *,
-                 do_nothing: bool = False, expert_limits: SandboxLimits = EXPERT_LIMITS):
+                 do_nothing: bool = False, expert_limits: SandboxLimits = EXPERT_LIMITS,
+                 judge_limits: SandboxLimits = JUDGE_LIMITS, timeout_margin: float = 60.0):
         self.package = package
         self.scene_dir = package.directory.resolve()
         self.expert_file = None if do_nothing else (package.expert_file or package.directory / "expert.py").resolve()
@@ -126,7 +129,10 @@ class IsolatedRollouts:
                                     hidden=[*hidden, *expert_never_sees(), *_own_folder(self.judge_file, readable)],
                                     limits=expert_limits, env=worker_env())
         self.judge = JudgeSandbox(self.judge_file, self.workdir / "judge",
-                                  hidden=[*hidden, *_own_folder(self.expert_file, [self.scene_dir, self.judge_file.parent])])
+                                  hidden=[*hidden, *_own_folder(self.expert_file, [self.scene_dir, self.judge_file.parent])],
+                                  limits=judge_limits)
+        self.timeout_margin = timeout_margin
+        self.last_reply: dict[str, Any] = {}  # the expert worker's last reply (its memory peaks, for benchmarks)
         self._lock = threading.Lock()
 
     def run(self, seed: int, randomization: RandomizationConfig | None = None, rig_config: RigConfig | None = None,
@@ -147,14 +153,14 @@ class IsolatedRollouts:
                "rig_config": rig_config.model_dump(mode="json") if rig_config else None,
                "record_dir": str(staged) if record_dir is not None else None,
                "trace_path": str(trace_path), "wall_limit": wall_limit}
-        outcome = self.expert.request(job, timeout=(wall_limit or 600.0) + _START_MARGIN)
+        outcome = self.expert.request(job, timeout=(wall_limit or 600.0) + self.timeout_margin)
         problem = _problem(outcome)
         if problem or not trace_path.is_file():
             problem = problem or "the expert's sandbox wrote no trace"
             traceback = (outcome.reply or {}).get("traceback")
             return EpisodeResult(self.package.name, seed, Verdict({}, {}, "not judged: the episode did not run"),
                                  0, 0.0, outcome.wall_seconds, f"Sandbox: {problem}", {}, None, traceback)
-        reply = outcome.reply
+        reply = self.last_reply = outcome.reply
         simulated = SimulatedEpisode(reply["task"], reply["seed"], Trace.load(trace_path), reply["steps"],
                                      reply["sim_seconds"], reply["wall_seconds"], reply["error"], reply["traceback"],
                                      reply["sample"])
