@@ -33,6 +33,7 @@ class Check:
     ok: bool
     detail: str
     fix: str = ""
+    optional: bool = False  # an optional feature (e.g. pi05): reported, never a failure
 
 
 def check_python() -> Check:
@@ -82,4 +83,14 @@ def run_checks(workspace: Path | None = None) -> list[Check]:
     checks = [check_python(), check_command("ffmpeg", "ffmpeg"), check_command("bwrap", "bubblewrap"), check_vulkan()]
     checks += [check_package(name, prefix) for name, prefix in VERIFIED_PACKAGES.items()]
     checks.append(check_writable(workspace or Path(os.environ.get("DATAFARM_HOME", Path.cwd()))))
+    checks.append(check_pi05())
     return checks
+
+
+def check_pi05() -> Check:
+    """pi05 training needs the `pi` extra (transformers < 5.6, a second environment) and the gated tokenizer."""
+    from datafarm.policy.presets import pi05_problems
+
+    problems = pi05_problems()
+    return Check("pi05 policy (optional)", not problems, "usable" if not problems else "not usable here",
+                 "; ".join(problems), optional=True)
