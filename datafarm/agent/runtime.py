@@ -37,6 +37,7 @@ from datafarm.agent.tools import (ExpertRunner, SubmitCheck, Toolbox, check_defi
                                   judge_api_text, skill_api_text)
 from datafarm.author.base import Author, RequestRefused, TaskMatch  # noqa: E402
 from datafarm.costs import CostLedger  # noqa: E402
+from datafarm.logs import NOTABLE  # noqa: E402
 from datafarm.workspace.jsonl import append_jsonl, read_jsonl  # noqa: E402
 
 log = logging.getLogger(__name__)
@@ -315,7 +316,8 @@ class Session:
     def _finish(self, status: str, summary: str | None) -> SessionResult:
         result = self._result(status, summary)
         self.transcript.append("end", **{k: v for k, v in asdict(result).items() if k != "transcript"})
-        log.info("%s: %s after %d turns, %d tokens, $%.4f", self.role.name, status, self.turns, result.tokens, self.usd)
+        log.info("%s: %s after %d turns, %d tokens, $%.4f", self.role.name, status, self.turns, result.tokens, self.usd,
+                 extra=NOTABLE)
         return result
 
     def _result(self, status: str, summary: str | None) -> SessionResult:

@@ -17,6 +17,7 @@ from datafarm.errors import PermanentError
 from datafarm.farm import episodes
 from datafarm.farm.prepare import settings_of
 from datafarm.farm.runner import accounted
+from datafarm.logs import NOTABLE
 from datafarm.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -48,12 +49,18 @@ def render_one(workspace: Workspace, index: int) -> dict[str, Path]:
     renderer = get_renderer(settings_of(workspace).renderer)
     references = episodes.calibration_references(workspace)
     with accounted(workspace, "render", index):
-        return episodes.render_episode(workspace, index, renderer, references, episodes.texture_pool())
+        videos = episodes.render_episode(workspace, index, renderer, references, episodes.texture_pool())
+    log.info("episode %d rendered: %s", index, workspace.path(episodes.episode_dir(index), "render"))
+    return videos
 
 
 def review_one(workspace: Workspace, index: int) -> dict:
     with accounted(workspace, "review", index):
-        return episodes.review_episode(workspace, index)
+        review = episodes.review_episode(workspace, index)
+    verdict = "admitted" if review["admitted"] else f"rejected ({'; '.join(review.get('reasons', []))})"
+    log.info("episode %d %s: %s", index, verdict, workspace.path(episodes.episode_dir(index), "review.json"),
+             extra=NOTABLE)
+    return review
 
 
 @dataclass(frozen=True)
@@ -113,7 +120,11 @@ def seed_search(workspace: Workspace, rollout: Callable[[int, int], episodes.Att
         seed, index = episodes.next_seed(workspace), (max(kept) + 1 if kept else 0)
         attempt = rollout(seed, index)
         tried += 1
-        log.info("seed %d: %s", seed, f"kept as episode {index}" if attempt.accepted else f"rejected ({attempt.reason})")
+        if attempt.accepted:
+            log.info("episode %d kept (seed %d): %s", index, seed, workspace.path(episodes.episode_dir(index)),
+                     extra=NOTABLE)
+        else:
+            log.info("seed %d rejected: %s", seed, attempt.reason)
     done = episodes.attempts(workspace)
     return {"attempted": len(done), "accepted": sum(a.accepted for a in done)}
 

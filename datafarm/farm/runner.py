@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datafarm.costs import CostLedger
 from datafarm.errors import BadInput
 from datafarm.farm.registry import get_phase
+from datafarm.logs import NOTABLE
 from datafarm.workspace import Workspace
 from datafarm.workspace.workspace import sha256_json
 
@@ -51,11 +52,11 @@ def run_phase(workspace: Workspace, phase: str, force: bool = False) -> PhaseOut
                        if spec.per_episode else f"{phase} is its own command: `datafarm {phase}`")
     inputs_hash = phase_inputs_hash(workspace, phase)
     if not force and workspace.phase_is_current(phase, inputs_hash):
-        log.info("%s: up to date, skipped", phase)
+        log.info("%s: up to date, skipped", phase, extra=NOTABLE)
         return PhaseOutcome(phase, True, workspace.phase_record(phase).details, 0.0)
     started = time.time()
     with accounted(workspace, phase):
         details = spec.work_function()(workspace) or {}
     workspace.record_phase(phase, inputs_hash, list(spec.writes), started, details)
-    log.info("%s: done in %.1f s", phase, time.time() - started)
+    log.info("%s: done in %.1f s", phase, time.time() - started, extra=NOTABLE)
     return PhaseOutcome(phase, False, details if isinstance(details, dict) else {}, time.time() - started)

@@ -273,7 +273,7 @@ class CompositeRenderer(Renderer):
         per_frame_ms = 1000 * (finished - prepared) / max(written, 1)
         self.last_timing = {"prepare_s": prepared - started, "frames": written, "per_frame_ms": per_frame_ms,
                             "total_s": finished - started}
-        log.info("composite render of %s: %d frames x %d views, %.1f ms per canvas incl. decode and encode "
+        log.debug("composite render of %s: %d frames x %d views, %.1f ms per canvas incl. decode and encode "
                  "(+%.2f s preparation)", episode.directory.name, written, len(paths), per_frame_ms,
                  prepared - started)
         return paths

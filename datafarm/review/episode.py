@@ -39,7 +39,7 @@ def review_episode(episode: RecordedEpisode, rendered: dict[str, Path], judge_ve
             review.checks.extend(_view_checks(episode, camera, Path(rendered[camera]), frame_count, fps, planes,
                                               thresholds))
     review.checks.append(_judge_check(judge_verdict))
-    log.info("review of %s: %s%s", episode.directory.name, "admitted" if review.admitted else "rejected",
+    log.debug("review of %s: %s%s", episode.directory, "admitted" if review.admitted else "rejected",
              "" if review.admitted else f" ({'; '.join(review.reasons)})")
     return review
 
