@@ -12,9 +12,11 @@ Notable lines name the episode number and its final folder, never a temporary on
 (``verbose=True``) shows every INFO record on the console and our DEBUG too.
 
 FFmpeg's own output (libx264 banners and statistics, mp4 muxer lines) is silenced with PyAV's log
-level; lerobot puts FFmpeg's default (printing) callback back after each of its encodes, so code
-that lets lerobot write video calls :func:`silence_ffmpeg` right after it. The ``datasets`` library's
-``Map:`` progress bars are switched off with its own switch.
+level. lerobot puts FFmpeg's default (printing) callback back at the end of each of its encodes, and
+its per-camera encoder threads do so while other cameras' encoders are still closing (and printing
+their statistics), so code that lets lerobot write video runs inside :func:`ffmpeg_kept_quiet`, which
+makes that reset silence FFmpeg instead, and calls :func:`silence_ffmpeg` after. The ``datasets``
+library's ``Map:`` progress bars are switched off with its own switch.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from rich.console import Console
@@ -146,3 +151,31 @@ def silence_ffmpeg() -> None:
     import av.logging
 
     av.logging.set_level(av.logging.ERROR)
+
+
+_quiet_lock = threading.Lock()
+_quiet_depth = 0
+
+
+@contextmanager
+def ffmpeg_kept_quiet() -> Iterator[None]:
+    """While inside, PyAV's `restore_default_callback` (which lerobot calls after each encode, from its
+    encoder threads) silences FFmpeg instead of handing it the terminal. Restored on exit (nesting and
+    threads are safe: the original comes back when the last one leaves)."""
+    import av.logging
+
+    global _quiet_depth
+    with _quiet_lock:
+        if _quiet_depth == 0:
+            ffmpeg_kept_quiet.original = av.logging.restore_default_callback
+            av.logging.restore_default_callback = silence_ffmpeg
+        _quiet_depth += 1
+    silence_ffmpeg()
+    try:
+        yield
+    finally:
+        with _quiet_lock:
+            _quiet_depth -= 1
+            if _quiet_depth == 0:
+                av.logging.restore_default_callback = ffmpeg_kept_quiet.original
+        silence_ffmpeg()

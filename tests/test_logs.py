@@ -10,7 +10,7 @@ import av.logging
 import numpy as np
 import pytest
 
-from datafarm.logs import NOTABLE, configure_logging, silence_ffmpeg
+from datafarm.logs import NOTABLE, configure_logging, ffmpeg_kept_quiet, silence_ffmpeg
 from datafarm.media import write_video
 
 
@@ -58,6 +58,20 @@ def test_ffmpeg_silenced_after_lerobot_resets_its_callback(tmp_path, capfd):
     silence_ffmpeg()
     write_video(tmp_path / "quiet.mp4", frames, 10)
     assert capfd.readouterr().err == ""
+
+
+def test_ffmpeg_kept_quiet_while_lerobot_threads_reset_the_callback(tmp_path, capfd):
+    """lerobot's encoder threads reset FFmpeg's callback while other encoders still print: inside the
+    block the reset itself silences; outside, the reset prints again (the negative control)."""
+    frames = [np.zeros((32, 32, 3), np.uint8)] * 5
+    with ffmpeg_kept_quiet():
+        av.logging.restore_default_callback()
+        write_video(tmp_path / "inside.mp4", frames, 10)
+    assert capfd.readouterr().err == ""
+    av.logging.restore_default_callback()
+    write_video(tmp_path / "outside.mp4", frames, 10)
+    assert "libx264" in capfd.readouterr().err
+    silence_ffmpeg()
 
 
 @pytest.mark.slow

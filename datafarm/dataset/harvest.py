@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from datafarm.cameras import CAMERA_KEYS, CAMERAS
-from datafarm.logs import silence_ffmpeg, silence_progress_bars
+from datafarm.logs import ffmpeg_kept_quiet, silence_progress_bars
 from datafarm.media import VideoError, iter_frames, probe
 from datafarm.sim.recorder import RecordedEpisode
 from datafarm.sim.spaces import AXIS_NAMES, DOF
@@ -203,7 +203,6 @@ def _write_episode(dataset, prepared: _Prepared, task: str) -> int:
         for stream in streams.values():
             stream.close()
     dataset.save_episode()
-    silence_ffmpeg()  # lerobot's encode put FFmpeg's printing log callback back
     _check_no_dropped_frames(dataset, item)
     return rows
 
@@ -267,29 +266,31 @@ def harvest(items: list[HarvestItem], root: Path, repo_id: str, fps: int, task: 
     shutil.rmtree(staging, ignore_errors=True)
     staging.parent.mkdir(parents=True, exist_ok=True)
 
-    longest = max(len(p.state) for p in prepared)
-    dataset = LeRobotDataset.create(
-        repo_id=repo_id, fps=fps, features=dataset_features(resolutions), root=staging, robot_type=ROBOT_TYPE,
-        use_videos=True, rgb_encoder=settings.rgb_encoder(), encoder_threads=settings.encoder_threads,
-        streaming_encoding=settings.streaming_encoding, encoder_queue_maxsize=longest + 1,
-        batch_encoding_size=1 if settings.streaming_encoding else settings.batch_encoding_size)
-    frames, episode_map = 0, {}
-    try:
-        for number, episode in enumerate(prepared):
-            frames += _write_episode(dataset, episode, task)
-            episode_map[number] = episode.item.index
-            log.debug("harvested episode %d (farm %d): %d frames", number, episode.item.index, len(episode.state))
-            if progress:
-                progress(number + 1, len(prepared))
-        dataset.finalize()  # mandatory: writes the parquet footers and flushes pending videos
-        silence_ffmpeg()
-    except BaseException:
+    # lerobot hands FFmpeg the terminal back from its encoder threads: keep it quiet throughout
+    with ffmpeg_kept_quiet():
+        longest = max(len(p.state) for p in prepared)
+        dataset = LeRobotDataset.create(
+            repo_id=repo_id, fps=fps, features=dataset_features(resolutions), root=staging, robot_type=ROBOT_TYPE,
+            use_videos=True, rgb_encoder=settings.rgb_encoder(), encoder_threads=settings.encoder_threads,
+            streaming_encoding=settings.streaming_encoding, encoder_queue_maxsize=longest + 1,
+            batch_encoding_size=1 if settings.streaming_encoding else settings.batch_encoding_size)
+        frames, episode_map = 0, {}
         try:
-            dataset.finalize()  # stops lerobot's encoder threads and writers before the staging folder goes
-        except Exception:  # the first error is the one to report
-            log.debug("finalize after a failed harvest also failed", exc_info=True)
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+            for number, episode in enumerate(prepared):
+                frames += _write_episode(dataset, episode, task)
+                episode_map[number] = episode.item.index
+                log.debug("harvested episode %d (farm %d): %d frames", number, episode.item.index,
+                          len(episode.state))
+                if progress:
+                    progress(number + 1, len(prepared))
+            dataset.finalize()  # mandatory: writes the parquet footers and flushes pending videos
+        except BaseException:
+            try:
+                dataset.finalize()  # stops lerobot's encoder threads and writers before the staging folder goes
+            except Exception:  # the first error is the one to report
+                log.debug("finalize after a failed harvest also failed", exc_info=True)
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
     manifest = {"repo_id": repo_id, "fps": fps, "task": task, **(metadata or {}),
                 "episodes": [{"lerobot_episode": n, "farm_index": p.item.index, "episode_dir": str(p.item.episode_dir),
                               "rendered": p.item.videos is not None} for n, p in enumerate(prepared)]}
