@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "farm"))
 
-from bad_inputs import CASES, Ground, REQUEST, run_case, run_datafarm  # noqa: E402
+from bad_inputs import CASES, ON_FINISHED_WORKSPACE, REQUEST, Ground, run_case, run_datafarm  # noqa: E402
 from campaign import kill_resume_campaign, tamper_campaign  # noqa: E402
 
 CHECKS = ("bad-inputs", "kill", "tamper")
@@ -39,10 +39,12 @@ def _table(rows: list[list[str]], header: list[str]) -> str:
     return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows)])
 
 
-def bad_inputs(workdir: Path) -> tuple[int, list[str]]:
-    ground = Ground(workdir / "bad-inputs")
+def bad_inputs(workdir: Path, finished: Path | None = None) -> tuple[int, list[str]]:
+    """The corpus; with `finished` (a farmed workspace), the workspace cases of ON_FINISHED_WORKSPACE on copies of it."""
+    ground = Ground(workdir / ("bad-inputs-finished" if finished else "bad-inputs"), workspace_source=finished)
+    cases = [c for c in CASES if c.name in ON_FINISHED_WORKSPACE] if finished else list(CASES)
     rows, failed = [], []
-    for case in CASES:
+    for case in cases:
         outcome = run_case(case, ground)
         rows.append([case.name, case.kind, outcome.exit_code, f"{outcome.seconds:.1f}",
                      "pass" if outcome.passed else "FAIL", "; ".join(outcome.failures)[:150]])
@@ -52,8 +54,9 @@ def bad_inputs(workdir: Path) -> tuple[int, list[str]]:
             rows.append(["", "", "", "", "", "output: " + " / ".join(line.strip() for line in last)[:300]])
         print(f"  {case.name}: {'pass' if outcome.passed else 'FAIL'}", flush=True)
     print(_table(rows, ["case", "input", "exit", "s", "result", "why"]))
-    print(f"bad inputs: {len(CASES)} cases, {len(CASES) - len(failed)} passed, {len(failed)} failed")
-    return len(CASES), failed
+    print(f"bad inputs{' on a finished workspace' if finished else ''}: {len(cases)} cases, "
+          f"{len(cases) - len(failed)} passed, {len(failed)} failed")
+    return len(cases), failed
 
 
 def _run(args: list[str], cwd: Path, what: str) -> float:
@@ -143,7 +146,9 @@ def main() -> None:
         summary.append((f"kill -9 x{args.kills}, {args.episodes} episodes", *kill(killed, reference, args.kills, args.seed)))
     if "tamper" in only:
         summary.append((f"tamper x{args.positions}", *tamper(reference, workdir, args.positions, args.seed)))
-    rows = [[name, cases, cases - len(failed) if name.startswith(("bad", "tamper")) else int(not failed), len(failed),
+    if "bad-inputs" in only and reference is not None:
+        summary.append(("bad inputs, finished workspace", *bad_inputs(workdir, finished=reference)))
+    rows = [[name, cases, cases - len(failed), len(failed),
              ", ".join(failed)] for name, cases, failed in summary]
     print()
     print(_table(rows, ["check", "cases", "passed", "failed", "failed names"]))

@@ -38,7 +38,10 @@ REQUEST = "Put the apple on the scale."
 MAX_OUTPUT_LINES = 15  # "one clear message": a refusal that needs more lines buries its point
 TRACEBACK = "Traceback (most recent call last)"
 QUIET_ENV = {"PREFECT_SERVER_ANALYTICS_ENABLED": "false", "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-             "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "COLUMNS": "400", "NO_COLOR": "1"}
+             "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "COLUMNS": "400", "NO_COLOR": "1",
+             # Prefect's embedded server gets 20 s to start; on a loaded 2-core machine that is too short
+             # and `datafarm farm` fails before any phase (see the reliability report).
+             "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "300"}
 
 # Exit codes documented in datafarm/errors.py.
 BAD_INPUT, CHECK_FAILED, REFUSED, UNAVAILABLE = 2, 1, 3, 5
@@ -462,6 +465,9 @@ def write_video_frames(path: Path, count: int) -> None:
 
 
 CASES: tuple[BadCase, ...] = tuple(_cases())
+# The cases that also run on a finished (farmed) workspace: a bad second command must leave it byte-identical.
+ON_FINISHED_WORKSPACE: tuple[str, ...] = ("output_holds_a_workspace", "farm_unknown_phase", "context_unknown_role",
+                                          "workspace_json_corrupt")
 
 
 # ----- judging ---------------------------------------------------------------------------------------------------

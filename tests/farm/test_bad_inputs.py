@@ -4,7 +4,7 @@ problem and the fix, the documented exit code, no traceback, and loses nothing a
 `benchmarks/reliability.py` runs the same corpus and prints the table."""
 
 import pytest
-from bad_inputs import CASES, BadCase, Ground, Invocation, run_case, run_datafarm
+from bad_inputs import CASES, ON_FINISHED_WORKSPACE, BadCase, Ground, Invocation, run_case, run_datafarm
 
 # Defects the corpus found that belong to another part of issue 9 (see the reliability report).
 KNOWN_DEFECTS: dict[str, str] = {}
@@ -53,4 +53,11 @@ def test_the_judge_fails_a_command_that_accepts_its_input(ground):
 @pytest.mark.parametrize("case", [_param(c) for c in CASES])
 def test_a_bad_input_is_refused_with_the_problem_and_the_fix(case, ground):
     outcome = run_case(case, ground)
+    assert outcome.passed, f"{case.name}: {outcome.failures}\n--- output ---\n{outcome.output}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", [_param(c) for c in CASES if c.name in ON_FINISHED_WORKSPACE])
+def test_a_bad_command_on_a_finished_workspace_leaves_it_byte_identical(case, farmed_workspace, tmp_path_factory):
+    outcome = run_case(case, Ground(tmp_path_factory.mktemp("finished"), workspace_source=farmed_workspace))
     assert outcome.passed, f"{case.name}: {outcome.failures}\n--- output ---\n{outcome.output}"
