@@ -52,9 +52,11 @@ def farm(
 
     selected_phases(phase, until)  # clear errors before Prefect starts
     Workspace.open(workspace)
+    from cli.progress import farm_progress
     from flows.farm import farm_flow
 
-    report = farm_flow(str(workspace), phase=phase, until=until)
+    with farm_progress(workspace):
+        report = farm_flow(str(workspace), phase=phase, until=until)
     if report is not None:
         _print_verify(report)
         if not report.ok:

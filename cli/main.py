@@ -6,7 +6,6 @@ line and exits with its code (README, "Exit codes"); the traceback goes to the l
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 import typer
@@ -29,11 +28,10 @@ def main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug 
 
 
 def setup_logging(log_file: Path) -> None:
-    """Ours at INFO on the console (DEBUG with -v); the chatty libraries only from WARNING."""
-    verbose = _options["verbose"]
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    for noisy in ("httpx", "httpcore", "urllib3", "filelock", "libav"):  # their INFO lines bury ours
-        logging.getLogger(noisy).setLevel(logging.DEBUG if verbose else logging.WARNING)
+    """The console quiet (notable events, one line each), everything in the command's log file."""
+    from datafarm.logs import configure_logging
+
+    configure_logging(log_file, _options["verbose"])
 
 
 @app.command()
@@ -46,10 +44,10 @@ def doctor(workspace: Path = typer.Option(Path.cwd(), help="Folder that must be 
     for column in ("check", "status", "detail", "fix"):
         table.add_column(column)
     for check in checks:
-        status = "[green]ok[/green]" if check.ok else "[red]missing[/red]"
+        status = "[green]ok[/green]" if check.ok else "[yellow]optional[/yellow]" if check.optional else "[red]missing[/red]"
         table.add_row(check.name, status, check.detail, "" if check.ok else check.fix)
     console.print(table)
-    if not all(check.ok for check in checks):
+    if not all(check.ok or check.optional for check in checks):
         raise typer.Exit(1)
 
 
