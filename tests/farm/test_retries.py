@@ -46,12 +46,17 @@ def test_a_bug_is_not_retried(prefect_harness):
     assert len(calls) == 1
 
 
-def test_every_farm_task_that_retries_retries_only_transient_errors():
-    import tasks.farm_tasks as farm_tasks
-    from prefect.tasks import Task
+def test_every_task_that_retries_retries_only_transient_errors_and_none_caches():
+    import importlib
+    import pkgutil
 
-    tasks = [t for t in vars(farm_tasks).values() if isinstance(t, Task)]
-    assert len(tasks) >= 6
-    for t in tasks:
-        assert t.retries == 0 or t.retry_condition_fn is farm_tasks.retry_if_transient, t.name
+    import tasks
+    from prefect.tasks import Task
+    from tasks.farm_tasks import retry_if_transient
+
+    found = [t for info in pkgutil.iter_modules(tasks.__path__)
+             for t in vars(importlib.import_module(f"tasks.{info.name}")).values() if isinstance(t, Task)]
+    assert len(found) >= 6
+    for t in found:
+        assert t.retries == 0 or t.retry_condition_fn is retry_if_transient, t.name
         assert t.cache_policy is NO_CACHE, f"{t.name} caches its result outside the workspace"
