@@ -38,8 +38,9 @@ OUR_LOGGERS = ("datafarm", "cli", "flows", "tasks")
 CHATTY_LOGGERS = ("httpx", "httpcore", "urllib3", "filelock", "aiosqlite", "asyncio", "PIL", "matplotlib",
                   "numba", "fsspec", "git")
 # Their warnings and errors are about internals (FFmpeg on a damaged file, a library's deprecation):
-# the file keeps them; the user sees our own message about the same event.
-FILE_ONLY_WARNINGS = ("libav", "py.warnings")
+# the file keeps them; the user sees our own message about the same event. Prefect's run loggers
+# repeat a failure at every level (task, each flow): the command line reports it once, itself.
+FILE_ONLY_WARNINGS = ("libav", "py.warnings", "prefect.task_runs", "prefect.flow_runs")
 
 _console = Console(stderr=True, highlight=False, soft_wrap=True)
 
