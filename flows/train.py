@@ -9,6 +9,7 @@ from tasks.policy_tasks import train_task
 
 
 @flow(name="train")
-def train_flow(workspace_path: str, policy: str = "act", preset: str = "cpu", steps: int | None = None) -> TrainResult:
+def train_flow(workspace_path: str, policy: str = "act", preset: str = "cpu", steps: int | None = None,
+               torch_threads: int | None = None) -> TrainResult:
     """Train (or resume) WS/policies/<policy>-<preset> with lerobot's training on the delivered dataset."""
-    return train_task(workspace_path, policy, preset, steps)
+    return train_task(workspace_path, policy, preset, steps, torch_threads)

@@ -30,8 +30,9 @@ def publish_training(workspace: Workspace, result: TrainResult) -> None:
 
 # A killed training (TrainingInterrupted, transient) resumes from its last checkpoint on retry.
 @task(name="train-policy", task_run_name="train {policy}-{preset}", cache_policy=NO_CACHE, **TRANSIENT_RETRIES)
-def train_task(workspace_path: str, policy: str, preset: str, steps: int | None = None) -> TrainResult:
+def train_task(workspace_path: str, policy: str, preset: str, steps: int | None = None,
+               torch_threads: int | None = None) -> TrainResult:
     workspace = Workspace.open(workspace_path)
-    result = train_policy(workspace.root, policy, preset, steps=steps)
+    result = train_policy(workspace.root, policy, preset, steps=steps, torch_threads=torch_threads)
     publish_training(workspace, result)
     return result

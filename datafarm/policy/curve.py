@@ -37,7 +37,8 @@ def step_timing(metrics: list[dict[str, float]], skip_first: bool = True) -> Ste
     return StepTiming(total, loading / total if total > 0 else 0.0, len(rows))
 
 
-def draw_loss_curve(metrics: list[dict[str, float]], path: Path, title: str, size: tuple[int, int] = (640, 400)) -> Path:
+def draw_loss_curve(metrics: list[dict[str, float]], path: Path, title: str,
+                    size: tuple[int, int] = (640, 400)) -> Path:
     """Training loss against step (log scale when the loss spans more than a decade)."""
     width, height = size
     left, right, top, bottom = 70, 20, 40, 50

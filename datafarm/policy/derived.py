@@ -118,10 +118,12 @@ def _build(workspace_root: Path, folder: Path, cameras: list[str], image_size: t
                 for c in cameras}
     for key in (STATE_KEY, ACTION_KEY):
         features[key] = {k: v for k, v in meta.features[key].items() if k in ("dtype", "shape", "names")}
-    instruction = _instruction(source_root, meta)
-    columns = source.hf_dataset.select_columns(["episode_index", STATE_KEY, ACTION_KEY]).with_format("numpy")
-    episode_of_row = np.asarray(columns["episode_index"])
-    states, actions = np.asarray(columns[STATE_KEY], dtype=np.float32), np.asarray(columns[ACTION_KEY], dtype=np.float32)
+    tasks = _task_strings(meta)
+    columns = source.hf_dataset.select_columns(["episode_index", "task_index", STATE_KEY, ACTION_KEY])
+    columns = columns.with_format("numpy")
+    episode_of_row, task_of_row = np.asarray(columns["episode_index"]), np.asarray(columns["task_index"])
+    states = np.asarray(columns[STATE_KEY], dtype=np.float32)
+    actions = np.asarray(columns[ACTION_KEY], dtype=np.float32)
 
     if folder.exists():
         shutil.rmtree(folder)
@@ -136,11 +138,12 @@ def _build(workspace_root: Path, folder: Path, cameras: list[str], image_size: t
             rows = np.flatnonzero(episode_of_row == episode)
             info = meta.episodes[episode]
             times = [float(t) / meta.fps for t in range(len(rows))]
-            images = {c: _decode_episode(decode_video_frames, source_root / meta.get_video_file_path(episode, CAMERA_KEYS[c]),
+            images = {c: _decode_episode(decode_video_frames,
+                                         source_root / meta.get_video_file_path(episode, CAMERA_KEYS[c]),
                                          info[f"videos/{CAMERA_KEYS[c]}/from_timestamp"], times, size[c])
                       for c in cameras}
             for t, row in enumerate(rows):
-                frame = {STATE_KEY: states[row], ACTION_KEY: actions[row], "task": instruction}
+                frame = {STATE_KEY: states[row], ACTION_KEY: actions[row], "task": tasks[int(task_of_row[row])]}
                 frame.update({CAMERA_KEYS[c]: images[c][t] for c in cameras})
                 target.add_frame(frame)
             target.save_episode()
@@ -174,11 +177,9 @@ def _decode_episode(decode, video: Path, start: float, times: list[float], size:
     return out
 
 
-def _instruction(source_root: Path, meta) -> str:
-    harvest_map = source_root / HARVEST_MAP
-    if harvest_map.is_file():
-        return json.loads(harvest_map.read_text())["instruction"]
-    return str(meta.tasks.index[0])
+def _task_strings(meta) -> dict[int, str]:
+    """task_index -> the task string, from lerobot's own task table."""
+    return {int(index): str(task) for task, index in zip(meta.tasks.index, meta.tasks["task_index"])}
 
 
 def training_episode_seeds(workspace_root: Path, dataset_root: Path) -> list[int]:

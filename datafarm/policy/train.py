@@ -143,12 +143,16 @@ def _children_cpu_seconds() -> float:
 
 
 def train_policy(workspace_root: Path | str, policy: str, preset_name: str, steps: int | None = None,
-                 preset: Preset | None = None, folder: Path | None = None) -> TrainResult:
+                 preset: Preset | None = None, folder: Path | None = None,
+                 torch_threads: int | None = None) -> TrainResult:
     """Train (or resume, or extend) ``WS/policies/<policy>-<preset>`` up to ``steps`` (the preset's by default).
 
-    ``preset`` replaces the named preset file (tests, benchmarks); ``folder`` the policy folder."""
+    ``preset`` replaces the named preset file (tests, benchmarks); ``folder`` the policy folder;
+    ``torch_threads`` the preset's."""
     workspace_root = Path(workspace_root)
     preset = preset or load_preset(policy, preset_name)
+    if torch_threads:
+        preset = preset.model_copy(update={"torch_threads": torch_threads})
     require_usable(preset)
     if preset.pretrained_path and not Path(preset.pretrained_path).expanduser().is_dir():
         raise Unavailable(f"{preset.folder_name} starts from {preset.pretrained_path}, which is not here: copy the "
@@ -174,6 +178,8 @@ def train_policy(workspace_root: Path | str, policy: str, preset_name: str, step
                                       backbone_weights=weights)
         log.info("%s: training steps %d..%d with lerobot (%s)", preset.folder_name, done, target_steps,
                  "resumed" if done else "fresh")
+        if preset.torch_threads:
+            env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(preset.torch_threads)
         wall, cpu = _run_lerobot(workspace_root, folder, arguments, _offline_env(folder, env), preset)
         gpu = wall if (preset.device or "").startswith("cuda") else 0.0
     steps_done = checkpoint_step(folder)
