@@ -11,7 +11,11 @@ What the sandboxed process gets:
 - only the environment given here (PATH, HOME=workdir, TMPDIR=/tmp, plus ``env``);
 - rlimits: address space (``memory_bytes``), CPU seconds per process, written file size; a wall-clock
   limit kills the whole sandbox (bwrap ``--die-with-parent`` plus the PID namespace take every
-  descendant with it).
+  descendant with it);
+- a cap on processes and threads alive at once (``max_processes``): a pids cgroup of its own as
+  root (RLIMIT_NPROC does not bind root, whom the sandbox's uid maps back to), RLIMIT_NPROC otherwise.
+
+Long-lived workers (one start-up for many jobs) are datafarm.agent.sandbox_worker.SandboxWorker.
 
 Mounts are applied parents first, so the most specific path wins: a readable folder inside a hidden
 one is visible, a hidden file inside the workdir or a readable folder is not.
@@ -200,11 +204,14 @@ class _ProcessCap:
         """Remove the cgroup (its processes are gone once bwrap is: the PID namespace died with it)."""
         if self.cgroup is None:
             return
-        for _ in range(50):
+        for _ in range(250):
             try:
                 self.cgroup.rmdir()
                 break
-            except OSError:  # still emptying: the kernel reaps the namespace asynchronously
+            except OSError:  # still emptying: the kernel tears the PID namespace down asynchronously
+                for pid in (self.cgroup / "cgroup.procs").read_text().split():
+                    with contextlib.suppress(OSError):
+                        os.kill(int(pid), signal.SIGKILL)
                 time.sleep(0.02)
         else:
             log.warning("could not remove the sandbox cgroup %s", self.cgroup)

@@ -21,7 +21,7 @@ from datafarm.sim.config import load_rig_config
 from datafarm.sim.rig import DualArmRig
 from datafarm.task.package import TaskPackage, load_task_package
 from datafarm.task.randomization import RandomizationConfig, sample_episode
-from datafarm.task.rollout import run_episode
+from datafarm.task.isolation import IsolatedRollouts, expert_feedback
 from datafarm.viz import tile_views
 from datafarm.workspace import Workspace, WorkspaceError
 
@@ -41,7 +41,7 @@ def get_author(workspace: Workspace) -> Author:
 
     workdir = workspace.path(".authoring", "agent")
     return LLMAuthor(bindings, workdir, CostLedger(workspace.root), survey=workspace.read_json("survey.json"),
-                     expert_runner=sandboxed_expert_runner(workdir))
+                     expert_runner=sandboxed_expert_runner(workdir, hidden=[workspace.root]))
 
 
 def workspace_package(workspace: Workspace) -> TaskPackage:
@@ -102,13 +102,10 @@ def contract(workspace: Workspace) -> dict:
     checks and prove it rejects doing nothing."""
     settings = settings_of(workspace)
     package = _authoring_package(workspace)
-
-    class _DoNothing:
-        @staticmethod
-        def solve(env, skills, params):
-            return None
-
-    control = run_episode(package, settings.seed_start, RandomizationConfig.none(), expert=_DoNothing())
+    # the judge is agent code too: the do-nothing episode and its verdict run in their own sandboxes
+    with IsolatedRollouts(package, workspace.path(".sandbox", "contract"), hidden=[workspace.root],
+                          do_nothing=True) as rollouts:
+        control = rollouts.run(settings.seed_start, RandomizationConfig.none())
     contract_data = {
         "task": package.name,
         "instruction": package.info.instruction,
@@ -175,11 +172,13 @@ def write_expert(workspace: Workspace) -> dict:
     settings = settings_of(workspace)
     workspace.copy_in(workspace.path(".authoring", "package", "expert.py"), "expert/expert.py")
     package = workspace_package(workspace)
-    trials = [run_episode(package, 1_000_000 + seed, settings.randomization, wall_limit=settings.episode_wall_limit)
-              for seed in range(settings.expert_trial_seeds)]
-    rate = sum(t.success for t in trials) / len(trials)
-    report = {"trial_seeds": [t.seed for t in trials], "success_rate": rate,
-              "failures": [{"seed": t.seed, "reason": t.verdict.reason, "error": t.error} for t in trials if not t.success]}
+    with IsolatedRollouts(package, workspace.path(".sandbox", "expert"), hidden=[workspace.root]) as rollouts:
+        trials = [rollouts.run(1_000_000 + seed, settings.randomization, wall_limit=settings.episode_wall_limit)
+                  for seed in range(settings.expert_trial_seeds)]
+    # the expert's author may read this report: check names and its own errors, never judge text
+    feedback = expert_feedback(trials, workspace.path("judge", "judge.py"))
+    rate = feedback["success_rate"]
+    report = {"trial_seeds": feedback["seeds"], "success_rate": rate, "failures": feedback["failures"]}
     workspace.write_json("expert/report.json", report)
     if rate < settings.expert_min_success:
         raise WorkspaceError(f"the expert passed the hidden judge on {rate:.0%} of {len(trials)} trial seeds, below "

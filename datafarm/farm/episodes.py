@@ -18,7 +18,7 @@ from datafarm.cameras import CAMERAS
 from datafarm.farm.prepare import calibrated_rig_config, load_png, settings_of
 from datafarm.sim.recorder import RecordedEpisode
 from datafarm.task.package import TaskPackage
-from datafarm.task.rollout import run_episode
+from datafarm.task.isolation import rollouts_for
 from datafarm.workspace import Workspace
 from datafarm.workspace.jsonl import append_jsonl, read_jsonl
 
@@ -65,8 +65,9 @@ def rollout_episode(workspace: Workspace, package: TaskPackage, seed: int, index
     """Simulate `seed` physics-only; if the hidden judge accepts, replay it with cameras as episode `index`."""
     settings = settings_of(workspace)
     rig_config = calibrated_rig_config(workspace)
-    search = run_episode(package, seed, settings.randomization, rig_config=rig_config,
-                         wall_limit=settings.episode_wall_limit)
+    # the expert and the judge are agent code: each runs in its own sandbox (workers kept across seeds)
+    rollouts = rollouts_for(package, workspace.path(".sandbox", "rollout"), hidden=[workspace.root])
+    search = rollouts.run(seed, settings.randomization, rig_config=rig_config, wall_limit=settings.episode_wall_limit)
     if not search.success:
         attempt = Attempt(seed, False, search.error or search.verdict.reason)
         _log_attempt(workspace, attempt)
@@ -74,8 +75,8 @@ def rollout_episode(workspace: Workspace, package: TaskPackage, seed: int, index
     folder = workspace.path(episode_dir(index))
     if folder.exists():
         shutil.rmtree(folder)  # a half-written episode from a killed run
-    recorded = run_episode(package, seed, settings.randomization, rig_config=rig_config, record_dir=folder / "sim",
-                           wall_limit=settings.episode_wall_limit * 4)
+    recorded = rollouts.run(seed, settings.randomization, rig_config=rig_config, record_dir=folder / "sim",
+                            wall_limit=settings.episode_wall_limit * 4)
     if not recorded.success:  # physics replay diverged: do not keep an episode the judge did not see succeed
         shutil.rmtree(folder, ignore_errors=True)
         attempt = Attempt(seed, False, f"replay with cameras was rejected: {recorded.verdict.reason}")
