@@ -22,6 +22,7 @@ from datafarm.workspace import Workspace, sha256_file
 log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
+MANIFEST_HASH_KEY = "manifest_sha256"  # in workspace.json
 
 
 def task_string(workspace: Workspace) -> str:
@@ -80,6 +81,9 @@ def write_manifest(workspace: Workspace, admitted: list[int]) -> dict:
         "files": {f: sha256_file(workspace.path(f)) for f in files},
     }
     workspace.write_json(MANIFEST, manifest)
+    # No hash inside the manifest covers its own fields (task, request, ...): workspace.json keeps its hash.
+    workspace.meta[MANIFEST_HASH_KEY] = sha256_file(workspace.path(MANIFEST))
+    workspace.save_meta()
     return manifest
 
 
@@ -142,15 +146,11 @@ def verify(workspace: Workspace) -> VerifyReport:
 
 def _check_manifest_unmodified(workspace: Workspace, report: VerifyReport) -> None:
     """The manifest's fields (task, request, ...) are covered by no hash inside it: compare the file with
-    the SHA-256 the harvest phase recorded when it wrote it."""
-    try:
-        record = workspace.phase_record("harvest")
-    except (ValueError, TypeError, UnicodeDecodeError):
-        record = None
-    expected = record.outputs.get(MANIFEST) if record is not None else None
+    the SHA-256 harvest kept in workspace.json when it wrote it (a delivery harvested before that hash was
+    kept is checked by the hashes inside its manifest only)."""
+    expected = workspace.meta.get(MANIFEST_HASH_KEY)
     if expected is not None and sha256_file(workspace.path(MANIFEST)) != expected:
-        report.problems.append(f"modified file: {MANIFEST} (SHA-256 differs from the one harvest recorded in "
-                               "phases/harvest.json)")
+        report.problems.append(f"modified file: {MANIFEST} (SHA-256 differs from the one harvest kept in workspace.json)")
 
 
 def _read_json(workspace: Workspace, relative: str, report: VerifyReport):

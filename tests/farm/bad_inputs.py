@@ -118,17 +118,33 @@ def calibration_folder(folder: Path, frames: int = FRAMES) -> Path:
     return folder
 
 
-LOG_FOLDER = "logs"  # a workspace's log grows with every command; everything else must stay as it was
+LOG_FOLDER = "logs"  # a workspace's log grows with every command
+APPEND_ONLY = ("costs.jsonl", "timings.jsonl")  # records that may grow; what they held must stay
 
 
-def tree_digest(path: Path) -> dict[str, str]:
-    """SHA-256 of every file under `path` (or of `path` itself), by relative name; the log folder aside."""
+def tree_digest(path: Path) -> dict[str, tuple[int, str]]:
+    """(size, SHA-256) of every file under `path` (or of `path` itself), by relative name; logs aside."""
     if path.is_file():
-        return {".": hashlib.sha256(path.read_bytes()).hexdigest()}
+        return {".": (path.stat().st_size, hashlib.sha256(path.read_bytes()).hexdigest())}
     if not path.exists():
         return {}
-    return {str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
+    return {str(p.relative_to(path)): (p.stat().st_size, hashlib.sha256(p.read_bytes()).hexdigest())
             for p in sorted(path.rglob("*")) if p.is_file() and p.relative_to(path).parts[0] != LOG_FOLDER}
+
+
+def lost_files(path: Path, before: dict[str, tuple[int, str]]) -> list[str]:
+    """Files under `path` that were deleted or changed since `before` (an append-only record may only grow)."""
+    lost = []
+    for relative, (size, digest) in before.items():
+        file = path if relative == "." else path / relative
+        if not file.is_file():
+            lost.append(f"{relative} (deleted)")
+        elif relative in APPEND_ONLY:
+            if hashlib.sha256(file.read_bytes()[:size]).hexdigest() != digest:
+                lost.append(f"{relative} (rewritten)")
+        elif hashlib.sha256(file.read_bytes()).hexdigest() != digest:
+            lost.append(f"{relative} (modified)")
+    return lost
 
 
 # ----- the corpus ----------------------------------------------------------------------------------------------
@@ -526,8 +542,8 @@ def run_case(case: BadCase, ground: Ground, timeout: float = 300) -> Outcome:
     if missing := _missing(case.fix, output):
         failures.append(f"the fix is not named (missing: {'; '.join(missing)})")
     for path, digest in before.items():
-        if tree_digest(path) != digest:
-            failures.append(f"{path.name} was modified")
+        if lost := lost_files(path, digest):
+            failures.append(f"{path.name} was modified: {', '.join(lost[:5])}")
     for path in invocation.absent:
         if path.exists():
             failures.append(f"{path} was created")

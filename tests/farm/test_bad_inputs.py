@@ -4,7 +4,8 @@ problem and the fix, the documented exit code, no traceback, and loses nothing a
 `benchmarks/reliability.py` runs the same corpus and prints the table."""
 
 import pytest
-from bad_inputs import CASES, ON_FINISHED_WORKSPACE, BadCase, Ground, Invocation, run_case, run_datafarm
+from bad_inputs import (CASES, ON_FINISHED_WORKSPACE, BadCase, Ground, Invocation, lost_files, run_case, run_datafarm,
+                        tree_digest)
 
 # Defects the corpus found that belong to another part of issue 9 (see the reliability report).
 KNOWN_DEFECTS: dict[str, str] = {}
@@ -35,19 +36,32 @@ def test_the_valid_inputs_are_accepted(ground, tmp_path):
 
 
 def test_the_judge_fails_a_command_that_accepts_its_input(ground):
-    """The negative control of `run_case`: a case whose command succeeds, prints no fix and writes
-    into what must stay unchanged is failed on each count."""
+    """The negative control of `run_case`: a case whose command succeeds, prints no fix and creates
+    what must not exist is failed on each count."""
     def build(g: Ground, folder):
-        ws = g.workspace(folder)
-        (folder / "out").mkdir()
-        return Invocation(g.prepare_args(output=folder / "out" / "ws"), folder,
-                          unchanged=(folder / "out",), absent=(folder / "out" / "ws",))
+        return Invocation(g.prepare_args(output=folder / "ws"), folder, absent=(folder / "ws",))
 
     outcome = run_case(BadCase("accepted", "setting", build, ("no such words",), ("nor these",)), ground)
     assert not outcome.passed
     text = " ".join(outcome.failures)
-    for expected in ("exit code 0", "problem is not named", "fix is not named", "out was modified", "was created"):
+    for expected in ("exit code 0", "problem is not named", "fix is not named", "was created"):
         assert expected in text, outcome.failures
+
+
+def test_a_changed_deleted_or_rewritten_file_is_lost_and_a_grown_record_or_log_is_not(tmp_path):
+    (tmp_path / "logs").mkdir()
+    for name, text in {"a.json": "{}", "b.txt": "keep", "costs.jsonl": "1\n", "logs/datafarm.log": "x\n"}.items():
+        (tmp_path / name).write_text(text)
+    before = tree_digest(tmp_path)
+    with open(tmp_path / "costs.jsonl", "a") as f:
+        f.write("2\n")
+    (tmp_path / "logs" / "datafarm.log").write_text("rotated\n")
+    (tmp_path / "new.txt").write_text("new")
+    assert lost_files(tmp_path, before) == []
+    (tmp_path / "a.json").write_text("{ }")
+    (tmp_path / "b.txt").unlink()
+    (tmp_path / "costs.jsonl").write_text("9\n2\n")
+    assert lost_files(tmp_path, before) == ["a.json (modified)", "b.txt (deleted)", "costs.jsonl (rewritten)"]
 
 
 @pytest.mark.parametrize("case", [_param(c) for c in CASES])

@@ -31,7 +31,7 @@ def test_the_positions_reach_every_file_of_the_delivery(delivery):
 
 
 def test_a_changed_request_in_the_manifest_is_found(delivery):
-    """The manifest's own fields are covered by no hash inside it: the harvest record's hash covers them."""
+    """The manifest's own fields are covered by no hash inside it: the hash harvest keeps in workspace.json does."""
     manifest = delivery / "manifest.json"
     data = json.loads(manifest.read_text())
     data["request"] = data["request"].replace("apple", "apples")
