@@ -80,6 +80,8 @@ if [ ! -f "$STAMP" ] || [ pyproject.toml -nt "$STAMP" ]; then
     say "installing the project and its dependencies into $VENV (first time: a few minutes)"
     "$VENV/bin/python" -m pip install -q --upgrade pip
     "$VENV/bin/python" -m pip install -q -e '.[dev]'
+    # lerobot finds env plugins by distribution name: this metadata-only one announces lerobot_env_datafarm.
+    "$VENV/bin/python" -m pip install -q --no-deps --no-build-isolation ./plugins/lerobot_env_datafarm
     touch "$STAMP"
 fi
 say "venv ok ($("$VENV/bin/python" --version))"
