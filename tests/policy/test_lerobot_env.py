@@ -24,14 +24,17 @@ def trained(farmed_workspace, tmp_path_factory) -> tuple[Path, Path]:
     return root, train_policy(root, "act", "smoke").folder
 
 
-def test_the_env_config_registers_and_describes_lerobots_layout(farmed_workspace):
+def test_the_env_config_registers_and_describes_lerobots_layout(tmp_path):
     from lerobot.envs.configs import EnvConfig
     from lerobot.envs.utils import env_to_policy_features
 
     import lerobot_env_datafarm  # noqa: F401  (registers "datafarm")
 
+    camera = {"width": 320, "height": 240}
+    (tmp_path / "survey.json").write_text(json.dumps({"cameras": {c: camera for c in ("head", "left_wrist",
+                                                                                         "right_wrist")}}))
     config_class = EnvConfig.get_choice_class("datafarm")
-    config = config_class(workspace=str(farmed_workspace))
+    config = config_class(workspace=str(tmp_path))
     features = env_to_policy_features(config)
     assert features["action"].shape == (14,) and features["observation.state"].shape == (14,)
     assert features["observation.images.cam_high"].shape == (3, 240, 320)  # full size without a policy folder
