@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from datafarm.errors import BadInput
+from datafarm.errors import BadInput, TransientError
 from datafarm.farm.registry import FARMED, REGISTRY
 
 console = Console()
@@ -56,7 +56,14 @@ def farm(
     from flows.farm import farm_flow
 
     with farm_progress(workspace):
-        report = farm_flow(str(workspace), phase=phase, until=until)
+        try:
+            report = farm_flow(str(workspace), phase=phase, until=until)
+        except RuntimeError as error:
+            if "ephemeral Prefect API server" not in str(error):
+                raise
+            raise TransientError("the embedded Prefect server did not start in time (a busy machine): rerun "
+                                 f"`datafarm farm {workspace}` (it resumes), or raise "
+                                 "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS") from error
     if report is not None:
         _print_verify(report)
         if not report.ok:

@@ -6,6 +6,7 @@ line and exits with its code (README, "Exit codes"); the traceback goes to the l
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import typer
@@ -14,6 +15,10 @@ from rich.table import Table
 
 from cli import farm, sim
 from cli.errors import guard_all
+
+# The embedded Prefect server is given 20 s to start by default; a busy machine (the farm's own
+# workers, say) needs more. Set before Prefect is imported (its settings are read then).
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
 
 app = typer.Typer(help="DataFarm: a coding agent in place of the teleoperator.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
