@@ -46,7 +46,10 @@ def main() -> None:
     started = time.perf_counter()
     with IsolatedRollouts(package, work / "sandboxes") as rollouts:
         first, first_seconds = _timed(rollouts.run, args.seeds[0])
-        there = {seed: _timed(rollouts.run, seed) for seed in args.seeds}
+        there, outside_simulation = {}, []
+        for seed in args.seeds:
+            there[seed] = _timed(rollouts.run, seed)
+            outside_simulation.append(there[seed][1] - rollouts.last_reply["wall_seconds"])  # IPC, trace, judge
         physics_peak = dict(rollouts.last_reply)
         there_rec = {seed: _timed(rollouts.run, seed, record_dir=work / f"there-{seed}") for seed in args.record_seeds}
         record_peak = dict(rollouts.last_reply)
@@ -72,6 +75,8 @@ def main() -> None:
         rec_there = statistics.mean(t for _, t in there_rec.values())
         print(f"{'recorded episode, 3 cameras (s, mean)':44s}{rec_here:12.2f}{rec_there:12.2f}"
               f"{rec_there / rec_here - 1:10.0%}")
+    print(f"per sandboxed physics episode, time outside the simulation (requests, trace copy, judge; s): "
+          f"{statistics.mean(outside_simulation):.3f} mean, {max(outside_simulation):.3f} max")
     print(f"worker start-up, both sandboxes, paid once (s): {startup:.2f} ({starts} starts for "
           f"{len(args.seeds) + 1 + len(args.record_seeds)} episodes, {whole:.1f} s in all)")
     print(f"one episode in fresh sandboxes, start-up included (s): {one_shot_seconds:.2f}")
