@@ -180,6 +180,7 @@ class _ProcessCap:
         for parent in (_PIDS_V1, _own_v2_cgroup()):
             if parent is None or not (parent / "cgroup.procs").exists():
                 continue
+            _sweep_orphans(parent)
             folder = parent / f"datafarm-sandbox-{os.getpid()}-{threading.get_ident()}-{time.monotonic_ns()}"
             try:
                 folder.mkdir()
@@ -216,6 +217,18 @@ class _ProcessCap:
         else:
             log.warning("could not remove the sandbox cgroup %s", self.cgroup)
         self.cgroup = None
+
+
+def _sweep_orphans(parent: Path) -> None:
+    """Remove the empty cgroups of farms that died without releasing them (kill -9)."""
+    for folder in parent.glob("datafarm-sandbox-*"):
+        try:
+            os.kill(int(folder.name.split("-")[2]), 0)
+        except ProcessLookupError:  # its farm is gone; rmdir fails harmlessly while processes remain
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        except (ValueError, IndexError, PermissionError):
+            continue
 
 
 def _own_v2_cgroup() -> Path | None:
