@@ -28,3 +28,42 @@ def test_a_second_farm_from_scratch_at_the_same_path_succeeds(prefect_harness, s
         assert len(kept_episodes(workspace)) == 2, f"run {run}: {attempts(workspace)}"
         assert all(workspace.path(f"episodes/{i:06d}/sim/episode.json").exists() for i in (0, 1))
         shutil.rmtree(root)  # as `rm -rf` would
+
+
+class _Killed(BaseException):
+    """Stands in for SIGKILL: nothing after the raise runs, no `except Exception` catches it."""
+
+
+def test_a_farm_killed_mid_rollout_resumes_without_losing_or_duplicating_episodes(farmed_workspace, tmp_path):
+    """Kill the rollout after 1 of 2 episodes, and as if the kill also cut off that episode's line in
+    the attempts log; the resumed farm (library loop, then the flows) delivers both, once each."""
+    from datafarm.farm.collect import collect_episodes, library_steps, rollout_one, seed_search
+    from datafarm.farm.deliver import verify
+    from flows.farm import farm_flow
+
+    root = tmp_path / "ws"
+    shutil.copytree(farmed_workspace, root)
+    for done in ("episodes", "rollout", "dataset", "manifest.json"):  # keep authoring, redo the episodes
+        shutil.rmtree(root / done) if (root / done).is_dir() else (root / done).unlink()
+    workspace = Workspace.open(root)
+
+    def rollout_then_killed(seed, index):
+        attempt = rollout_one(workspace, seed, index)
+        if attempt.accepted:
+            raise _Killed
+        return attempt
+
+    with pytest.raises(_Killed):
+        seed_search(workspace, rollout_then_killed)
+    assert kept_episodes(workspace) == [0]
+    first_seed = workspace.read_json("episodes/000000/result.json")["seed"]
+    lines = workspace.path("rollout/attempts.jsonl").read_text().splitlines(keepends=True)
+    workspace.path("rollout/attempts.jsonl").write_text("".join(lines[:-1]))  # the kept episode's line, lost
+
+    collect_episodes(workspace, library_steps(workspace))  # resume without Prefect
+    assert farm_flow(str(root)).ok  # and the flows finish the delivery
+    seeds = [workspace.read_json(f"episodes/{i:06d}/result.json")["seed"] for i in kept_episodes(workspace)]
+    assert kept_episodes(workspace) == [0, 1] and len(set(seeds)) == 2 and seeds[0] == first_seed
+    tried = [a.seed for a in attempts(workspace)]
+    assert len(tried) == len(set(tried)) and first_seed not in tried  # no seed ran twice
+    assert verify(Workspace.open(root)).ok  # fresh: harvest rewrote workspace.json
