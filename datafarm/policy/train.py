@@ -243,7 +243,8 @@ def _finish(workspace_root: Path, folder: Path, preset: Preset, data: TrainingDa
                       dataset_manifest_sha256=data.manifest_sha256, train_episode_seeds=seeds,
                       task=str(meta.get("task", "")), steps=steps_done, fps=data.fps)
     write_policy_spec(folder, spec)
-    metrics = read_metrics(folder / METRICS_FILE)
+    # Windows logged after the last checkpoint were lost with the run that logged them (a resume redoes them).
+    metrics = [row for row in read_metrics(folder / METRICS_FILE) if row["steps"] <= steps_done]
     timing = step_timing(metrics)
     curve = draw_loss_curve(metrics, folder / LOSS_CURVE, f"{preset.folder_name} on {workspace_root.name}: "
                             f"{steps_done} steps")
