@@ -18,7 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from prefect import serve  # noqa: E402
 
+from flows.eval_sim import eval_sim_flow  # noqa: E402
 from flows.farm import episodes_flow, farm_flow, harvest_flow, verify_flow  # noqa: E402
+from flows.train import train_flow  # noqa: E402
 
 
 def deployments():
@@ -32,7 +34,10 @@ def deployments():
     render = episodes_flow.to_deployment(name="render", parameters={"phases": ["render"]},
                                          description="Render the kept episodes that are not rendered yet.")
     others = [f.to_deployment(name=f.name) for f in (episodes_flow, harvest_flow, verify_flow)]
-    return [farm, render, *others]
+    # Closing the loop: train a policy on a delivery, then evaluate it closed-loop in simulation.
+    train = train_flow.to_deployment(name="train", description="Train a policy (preset smoke|cpu|gpu) on a delivery.")
+    evaluate = eval_sim_flow.to_deployment(name="eval_sim", description="Closed-loop evaluation with controls.")
+    return [farm, render, *others, train, evaluate]
 
 
 if __name__ == "__main__":
