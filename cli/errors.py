@@ -94,7 +94,7 @@ def guarded(command: Callable, setup: Callable[[Path], None] | None = None) -> C
             setup(log_file)
         try:
             return command(*args, **kwargs)
-        except (click.exceptions.Exit, click.exceptions.Abort, click.exceptions.ClickException):
+        except (typer.Exit, click.exceptions.Exit, click.exceptions.Abort, click.exceptions.ClickException):
             raise  # typer's own: an exit status chosen on purpose, or a usage error click explains
         except Exception as error:
             raise typer.Exit(report(error, log_file, command.__name__.replace("_", "-"))) from None

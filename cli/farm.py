@@ -38,7 +38,11 @@ def prepare(
 def _read(path: Path) -> str:
     if not path.is_file():
         raise BadInput(f"request file {path} not found: write the task in plain words in a text file and pass its path")
-    return path.read_text()
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise BadInput(f"request file {path} is not UTF-8 text (a binary file?): write the task in plain words "
+                       "in a text file and pass its path") from error
 
 
 def farm(
@@ -50,8 +54,10 @@ def farm(
     from datafarm.farm.registry import selected_phases
     from datafarm.workspace import Workspace
 
+    from datafarm.farm.prepare import check_ready
+
     selected_phases(phase, until)  # clear errors before Prefect starts
-    Workspace.open(workspace)
+    check_ready(Workspace.open(workspace))
     from cli.progress import farm_progress
     from flows.farm import farm_flow
 

@@ -20,6 +20,21 @@ from datafarm.workspace.workspace import sha256_json
 KEYFRAMES = 3
 
 
+MAX_REQUEST_CHARS = 10_000  # a task request is a few sentences; far more is a wrong file
+
+
+def check_request(request: str) -> None:
+    """A request is plain text of reasonable length; say what is wrong and how to fix it."""
+    if not request.strip():
+        raise WorkspaceError("the request is empty: write the task in plain words in the --request-file")
+    if len(request) > MAX_REQUEST_CHARS:
+        raise WorkspaceError(f"the request has {len(request):,} characters (at most {MAX_REQUEST_CHARS:,}): describe "
+                             "the task in a few sentences in the --request-file")
+    if any(ord(c) < 32 and c not in "\n\r\t" for c in request):
+        raise WorkspaceError("the request contains control characters (a binary file?): pass a plain-text "
+                             "--request-file")
+
+
 def prepare(calibration: Path, request: str, output: Path, settings: FarmSettings | Mapping[str, Any]) -> Workspace:
     """Validate the inputs, then create the workspace. Nothing is created if an input is bad.
 
@@ -30,8 +45,7 @@ def prepare(calibration: Path, request: str, output: Path, settings: FarmSetting
 
     settings = load_settings(settings, "prepare")
     check_renderer_available(settings.renderer)
-    if not request.strip():
-        raise WorkspaceError("the request is empty: write the task in plain words in the --request-file")
+    check_request(request)
     episode = load_calibration(calibration)  # raises CalibrationError naming the file and the fix
     workspace = Workspace.initialise(output, {"settings": settings.model_dump(mode="json")})
     workspace.write_text("request.txt", request.strip() + "\n")
@@ -54,6 +68,19 @@ def settings_of(workspace: Workspace) -> FarmSettings:
     return load_settings(workspace.meta.get("settings"), f"{workspace.path('workspace.json')} settings",
                          {name: "edit it in workspace.json, or prepare a new workspace with `datafarm prepare`"
                           for name in FarmSettings.model_fields})
+
+
+def check_ready(workspace: Workspace) -> FarmSettings:
+    """What `datafarm farm` checks before any phase runs: valid settings, an installed renderer, the
+    calibration copy still in place. Each problem is one BadInput/Unavailable naming the fix."""
+    from datafarm.render.registry import check_renderer_available
+
+    settings = settings_of(workspace)
+    check_renderer_available(settings.renderer)
+    if not workspace.path("calibration").is_dir():
+        raise WorkspaceError(f"{workspace.path('calibration')} is missing: the workspace's copy of the calibration "
+                             "episode was deleted; prepare a new workspace from the original episode")
+    return settings
 
 
 def calibrated_rig_config(workspace: Workspace):

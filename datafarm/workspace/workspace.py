@@ -65,16 +65,30 @@ class Workspace:
         if not meta_path.exists():
             raise WorkspaceError(f"{root} is not a DataFarm workspace ({META_FILE} missing): create one with "
                                  "`datafarm prepare --episode CALIB --request-file request.txt --output WS`")
-        return cls(root, json.loads(meta_path.read_text()))
+        try:
+            meta = json.loads(meta_path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise WorkspaceError(f"{meta_path} cannot be read ({error}): it is damaged; restore it from a backup, or "
+                                 "prepare a new workspace (`datafarm prepare ... --output NEW`)") from error
+        if not isinstance(meta, dict) or "settings" not in meta:
+            raise WorkspaceError(f"{meta_path} is not a DataFarm workspace record (no settings): restore it from a "
+                                 "backup, or prepare a new workspace (`datafarm prepare ... --output NEW`)")
+        return cls(root, meta)
 
     @classmethod
     def initialise(cls, root: str | Path, meta: dict) -> Workspace:
         root = Path(root)
         if (root / META_FILE).exists():
             raise WorkspaceError(f"{root} already holds a workspace; choose a new --output or delete it")
-        root.mkdir(parents=True, exist_ok=True)
+        if root.exists() and not root.is_dir():
+            raise WorkspaceError(f"--output {root} is a file, not a folder: choose a new folder for the workspace")
         workspace = cls(root, {"layout_version": LAYOUT_VERSION, "created": time.time(), **meta})
-        workspace.save_meta()
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            workspace.save_meta()
+        except OSError as error:
+            raise WorkspaceError(f"cannot create the workspace in {root} ({error.strerror or error}): choose an "
+                                 "--output folder you can write to") from error
         return workspace
 
     def save_meta(self) -> None:

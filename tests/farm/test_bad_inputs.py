@@ -7,33 +7,13 @@ import pytest
 from bad_inputs import (CASES, ON_FINISHED_WORKSPACE, BadCase, Ground, Invocation, lost_files, run_case, run_datafarm,
                         tree_digest)
 
-# Defects the corpus found that belong to another part of issue 9 (see the reliability report).
-_EXIT = "cli/errors.py re-raises click's Exit but not typer.Exit, so `raise typer.Exit(1)` becomes 'internal error' (70)"
-_OPEN = "Workspace.open parses workspace.json unguarded: JSONDecodeError reaches the user as an internal error (70)"
-_INIT = "Workspace.initialise lets mkdir's OSError through: an internal error (70) instead of a BadInput naming --output"
-KNOWN_DEFECTS: dict[str, str] = {
-    "request_binary": "cli/farm.py `_read` decodes the request unguarded: UnicodeDecodeError, internal error (70)",
-    "request_50000_characters": "prepare accepts a request of any length; nothing bounds it",
-    "unwritable_output": _INIT,
-    "output_is_a_file": _INIT,
-    "workspace_json_corrupt": _OPEN,
-    "verify_before_harvest": _EXIT,
-    "prepare_renderer_in_workspace_edited": "an unknown renderer edited into workspace.json is found only after "
-                                            "survey and build ran (settings are validated when a phase reads them)",
-    "farm_calibration_deleted": "an error inside the Prefect flow printed its traceback (about 130 lines)",
-}
-
-
 @pytest.fixture(scope="module")
 def ground(tmp_path_factory):
     return Ground(tmp_path_factory.mktemp("bad-inputs"))
 
 
 def _param(case: BadCase):
-    marks = [pytest.mark.slow] if case.slow else []
-    if case.name in KNOWN_DEFECTS:
-        marks.append(pytest.mark.xfail(reason=KNOWN_DEFECTS[case.name], strict=False))
-    return pytest.param(case, id=case.name, marks=marks)
+    return pytest.param(case, id=case.name, marks=[pytest.mark.slow] if case.slow else [])
 
 
 def test_the_corpus_is_large_and_covers_every_kind_of_input():
