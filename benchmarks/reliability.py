@@ -27,7 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "farm"))
 
-from bad_inputs import CASES, ON_FINISHED_WORKSPACE, REQUEST, Ground, run_case, run_datafarm  # noqa: E402
+from bad_input_judging import run_case  # noqa: E402
+from bad_inputs import CASES, ON_FINISHED_WORKSPACE, REQUEST, Ground, run_datafarm  # noqa: E402
 from campaign import kill_resume_campaign, tamper_campaign  # noqa: E402
 
 CHECKS = ("bad-inputs", "kill", "tamper")

@@ -22,8 +22,6 @@ key is read from the environment only when a call is made (it is never logged no
 
 from __future__ import annotations
 
-from datafarm.errors import BadInput
-
 import json
 import logging
 import os
@@ -33,6 +31,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from datafarm.agent.roles import PHASES, ROLES
+from datafarm.errors import BadInput
 
 log = logging.getLogger(__name__)
 

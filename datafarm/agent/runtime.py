@@ -14,10 +14,7 @@ and lost connections are retried with exponential backoff, a bounded number of t
 
 from __future__ import annotations
 
-from datafarm.errors import BudgetSpent, TransientError
-
 import base64
-
 import json
 import logging
 import os
@@ -29,12 +26,21 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from datafarm.errors import BudgetSpent, TransientError
+
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the price map at import
 
 from datafarm.agent.bindings import Bindings, BindingsError  # noqa: E402
 from datafarm.agent.roles import Role, compile_context, get_role  # noqa: E402
-from datafarm.agent.tools import (ExpertRunner, SubmitCheck, Toolbox, check_defines, check_scene_files,  # noqa: E402
-                                  judge_api_text, skill_api_text)
+from datafarm.agent.tools import (  # noqa: E402
+    ExpertRunner,
+    SubmitCheck,
+    Toolbox,
+    check_defines,
+    check_scene_files,
+    judge_api_text,
+    skill_api_text,
+)
 from datafarm.author.base import Author, RequestRefused, TaskMatch  # noqa: E402
 from datafarm.costs import CostLedger  # noqa: E402
 from datafarm.logs import NOTABLE  # noqa: E402

@@ -27,8 +27,6 @@ set-up raises (:class:`SandboxError` when bwrap is missing, ``FileNotFoundError`
 
 from __future__ import annotations
 
-from datafarm.errors import Unavailable
-
 import contextlib
 import logging
 import os
@@ -43,6 +41,8 @@ from pathlib import Path
 from typing import IO, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from datafarm.errors import Unavailable
 
 log = logging.getLogger(__name__)
 

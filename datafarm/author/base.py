@@ -8,11 +8,11 @@ params.yaml, expert.py, judge.py) for that match. The pipeline cannot tell autho
 
 from __future__ import annotations
 
-from datafarm.errors import Refused
-
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
+
+from datafarm.errors import Refused
 
 
 class RequestRefused(Refused, ValueError):

@@ -23,8 +23,6 @@ camera has `ENCODER_BACKLOG_FRAMES` frames queued (bounded memory); a drop would
 
 from __future__ import annotations
 
-from datafarm.errors import BadInput
-
 import json
 import logging
 import shutil
@@ -36,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from datafarm.cameras import CAMERA_KEYS, CAMERAS
+from datafarm.errors import BadInput
 from datafarm.logs import ffmpeg_kept_quiet, silence_progress_bars
 from datafarm.media import VideoError, iter_frames, probe
 from datafarm.sim.recorder import RecordedEpisode

@@ -14,7 +14,6 @@ import numpy as np
 from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field
 
-from datafarm.cameras import CAMERA_KEYS
 from datafarm.errors import BadInput
 
 SPEC_FILE = "policy.json"

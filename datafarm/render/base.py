@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from datafarm.errors import BadInput
-
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
 
+from datafarm.errors import BadInput
 from datafarm.render.appearance import Appearance
 from datafarm.sim.recorder import RecordedEpisode
-
 
 
 class RenderError(BadInput, RuntimeError):

@@ -6,7 +6,6 @@ import importlib
 import importlib.util
 
 from datafarm.errors import BadInput, Unavailable
-
 from datafarm.render.base import Renderer
 
 RENDERERS = {

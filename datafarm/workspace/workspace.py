@@ -8,9 +8,6 @@ all still there, unmodified.
 
 from __future__ import annotations
 
-from datafarm.errors import BadInput
-from datafarm.workspace.jsonl import append_jsonl, read_jsonl
-
 import hashlib
 import json
 import os
@@ -19,6 +16,9 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from datafarm.errors import BadInput
+from datafarm.workspace.jsonl import append_jsonl, read_jsonl
 
 LAYOUT_VERSION = 1
 _UMASK = os.umask(0)

@@ -4,7 +4,8 @@ problem and the fix, the documented exit code, no traceback, and loses nothing a
 `benchmarks/reliability.py` runs the same corpus and prints the table."""
 
 import pytest
-from bad_inputs import (CASES, ON_FINISHED_WORKSPACE, BadCase, Ground, Invocation, lost_files, run_case, run_datafarm,
+from bad_input_judging import run_case
+from bad_inputs import (CASES, ON_FINISHED_WORKSPACE, BadCase, Ground, Invocation, lost_files, run_datafarm,
                         tree_digest)
 
 @pytest.fixture(scope="module")
