@@ -14,6 +14,7 @@ import numpy as np
 from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field
 
+from datafarm.cameras import CAMERA_KEYS  # noqa: F401  (re-exported by datafarm.policy)
 from datafarm.errors import BadInput
 
 SPEC_FILE = "policy.json"
