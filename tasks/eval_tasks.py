@@ -17,7 +17,7 @@ from datafarm.workspace import Workspace
 from tasks.farm_tasks import TRANSIENT_RETRIES, _artifact_key, publish_phase_cost
 
 
-@task(name="eval-trials", task_run_name="{run.name} {run.appearance}: seeds {seeds[0]}..{seeds[-1]}",
+@task(name="eval-trials", task_run_name="{run.name} {run.appearance}: seeds from {seeds[0]}",
       cache_policy=NO_CACHE, **TRANSIENT_RETRIES)
 def eval_batch_task(run: EvalRun, seeds: list[int]) -> int:
     return run_batch_in_process(run, [seed for seed in seeds if not run.trial_file(seed).exists()])

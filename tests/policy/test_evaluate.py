@@ -158,3 +158,15 @@ def test_a_smoke_trained_policy_evaluates_two_trials_and_reports(workspace, smok
         or "act-smoke | original | 2/2" in text
     assert (report.parent / "success_by_appearance.png").stat().st_size > 0
     assert list(report.parent.glob("act-smoke-original-*.png"))  # a contact sheet of a first trial
+
+
+@pytest.mark.slow
+def test_the_eval_sim_flow_runs_a_policy_and_a_control_under_prefect(prefect_harness, workspace, smoke_policy):
+    """The path `datafarm eval` takes: the Prefect flow, a task per batch of trials, then the report."""
+    from flows.eval_sim import eval_sim_flow
+
+    report = eval_sim_flow(str(workspace), str(smoke_policy), episodes=1, appearance="unseen", controls=False,
+                           time_limit_s=1.0, videos=0, seed_start=EVAL_SEED_START + 500)
+    assert Path(report).is_file()
+    trials = list((workspace / "evals" / "act-smoke" / "unseen" / "trials").glob("*.json"))
+    assert len(trials) == 1 and json.loads(trials[0].read_text())["seed"] >= EVAL_SEED_START + 500
