@@ -186,7 +186,7 @@ class DualArmRig:
         """Advance one control period towards `action` (see the module docstring)."""
         target, clipped = self.clip_action(action)
         if clipped:
-            log.warning("action clipped to joint limits at %s", ", ".join(clipped))
+            log.debug("action clipped to joint limits at %s", ", ".join(clipped))
         substeps = self.config.timing.substeps
         # Spread the move evenly over the control period (a constant rate, not a jump then a hold:
         # pulsed targets make the arm buzz, and a buzzing gripper lets objects slip).
