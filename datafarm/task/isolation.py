@@ -207,10 +207,15 @@ _sessions_lock = threading.Lock()
 
 
 def rollouts_for(package: TaskPackage, workdir: Path, hidden: Sequence[Path] = ()) -> IsolatedRollouts:
-    """The live IsolatedRollouts of this package (started on first use; a changed expert or judge
-    file gets fresh workers)."""
+    """The live IsolatedRollouts of this package (started on first use). A worker's binds hold the
+    folders it started with, so any sign of other files gets fresh workers: a changed expert or judge,
+    or the same paths made anew (a workspace deleted and prepared again; copies keep mtimes, not
+    inodes or ctimes)."""
+    Path(workdir).mkdir(parents=True, exist_ok=True)
     files = [package.expert_file or package.directory / "expert.py", package.judge_file or package.directory / "judge.py"]
-    stamp = tuple((str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in files if f.exists())
+    folders = [package.directory, Path(workdir)]  # their ctimes move with every file written inside: inodes only
+    stamp = tuple((str(f), f.stat().st_ino, f.stat().st_ctime_ns, f.stat().st_size) for f in files if f.exists())
+    stamp += tuple((str(f), f.stat().st_ino) for f in folders if f.exists())
     key = (str(package.directory.resolve()), str(Path(workdir).resolve()), tuple(map(str, hidden)), stamp)
     with _sessions_lock:
         if key not in _sessions:

@@ -96,3 +96,23 @@ def test_a_sandboxed_episode_records_its_cameras(apple, tmp_path):
     assert len(rgb) == len(depth) == len(episode.data()["state"]) > 10
     assert rgb.std() > 10 and np.ptp(depth) > 0.1  # a real picture of the scene, not a black frame
     assert not (tmp_path / "sandboxes" / "expert" / "record").exists()  # moved out of the sandbox's folder
+
+
+def test_workers_are_kept_across_seeds_but_not_across_a_workspace_made_anew(tmp_path):
+    """A worker's binds hold the folders it started with: the same package at the same path, deleted
+    and copied again (copies keep mtimes), must get fresh workers, or it simulates a deleted scene."""
+    from datafarm.task.isolation import close_rollouts, rollouts_for
+
+    source = Path(get_task("apple_on_scale").directory)
+    try:
+        root = tmp_path / "ws"
+        shutil.copytree(source, root / "scene")
+        first = rollouts_for(load_task_package(root / "scene"), root / ".sandbox")
+        assert rollouts_for(load_task_package(root / "scene"), root / ".sandbox") is first  # kept across seeds
+        (root / ".sandbox" / "written-by-an-episode").write_text("x")  # a folder's ctime moves: still kept
+        assert rollouts_for(load_task_package(root / "scene"), root / ".sandbox") is first
+        shutil.rmtree(root)
+        shutil.copytree(source, root / "scene")
+        assert rollouts_for(load_task_package(root / "scene"), root / ".sandbox") is not first
+    finally:
+        close_rollouts()
