@@ -14,7 +14,7 @@ from prefect.cache_policies import NO_CACHE
 from datafarm.policy.evaluate import EvalRun, run_batch_in_process
 from datafarm.policy.report import cells, write_report
 from datafarm.workspace import Workspace
-from tasks.farm_tasks import TRANSIENT_RETRIES, _artifact_key, publish_phase_cost
+from tasks.farm_tasks import TRANSIENT_RETRIES, artifact_key, publish_phase_cost
 
 
 @task(name="eval-trials", task_run_name="{run.name} {run.appearance}: seeds from {seeds[0]}",
@@ -32,11 +32,11 @@ def eval_report_task(workspace_path: str) -> str:
               "trials": c.trials, "rate": round(c.rate, 3), "wilson_low": round(c.low, 3),
               "wilson_high": round(c.high, 3)} for c in cells(workspace)]
     if table:
-        create_table_artifact(table=table, key=_artifact_key(f"eval-success-{workspace.root.name}"),
+        create_table_artifact(table=table, key=artifact_key(f"eval-success-{workspace.root.name}"),
                               description=f"closed-loop success in simulation, {workspace.root.name}")
     plots = sorted(report.parent.glob("*.png"))
     create_markdown_artifact(
-        key=_artifact_key(f"eval-report-{workspace.root.name}"), description="evaluation report and plots",
+        key=artifact_key(f"eval-report-{workspace.root.name}"), description="evaluation report and plots",
         markdown="\n".join([f"[report]({report.resolve().as_uri()})"]
                            + [f"- [{p.name}]({p.resolve().as_uri()})" for p in plots]))
     publish_phase_cost(workspace, "eval")

@@ -27,7 +27,7 @@ def retry_if_transient(task, task_run, state) -> bool:
 TRANSIENT_RETRIES = {"retries": 2, "retry_delay_seconds": 5, "retry_condition_fn": retry_if_transient}
 
 
-def _artifact_key(text: str) -> str:
+def artifact_key(text: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in text.lower()).strip("-")
 
 
@@ -35,7 +35,7 @@ def publish_phase_cost(workspace: Workspace, phase: str) -> None:
     """A table artifact per phase: what, quantity, unit price, USD."""
     table = phase_cost_rows(workspace, phase)
     if table:
-        create_table_artifact(table=table, key=_artifact_key(f"cost-{phase}"),
+        create_table_artifact(table=table, key=artifact_key(f"cost-{phase}"),
                               description=f"{phase} cost for workspace {workspace.root.name}")
 
 

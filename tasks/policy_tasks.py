@@ -8,7 +8,7 @@ from prefect.cache_policies import NO_CACHE
 
 from datafarm.policy.train import TrainResult, train_policy
 from datafarm.workspace import Workspace
-from tasks.farm_tasks import TRANSIENT_RETRIES, _artifact_key, publish_phase_cost
+from tasks.farm_tasks import TRANSIENT_RETRIES, artifact_key, publish_phase_cost
 
 
 def publish_training(workspace: Workspace, result: TrainResult) -> None:
@@ -16,11 +16,11 @@ def publish_training(workspace: Workspace, result: TrainResult) -> None:
     name = result.folder.name
     publish_phase_cost(workspace, f"train:{name}")
     create_markdown_artifact(
-        key=_artifact_key(f"loss-curve-{name}"), description=f"loss curve of {name} in {workspace.root.name}",
+        key=artifact_key(f"loss-curve-{name}"), description=f"loss curve of {name} in {workspace.root.name}",
         markdown=f"![loss curve of {name}]({result.loss_curve.resolve().as_uri()})\n\n"
                  f"`{result.loss_curve.resolve()}`")
     timing = result.timing
-    create_table_artifact(key=_artifact_key(f"training-{name}"), description=f"training run of {name}", table=[{
+    create_table_artifact(key=artifact_key(f"training-{name}"), description=f"training run of {name}", table=[{
         "steps": result.steps_done, "resumed_from": result.resumed_from, "final_loss": result.final_loss,
         "seconds_per_step": round(timing.seconds_per_step, 3) if timing else None,
         "loading_share": round(timing.loading_share, 3) if timing else None,
