@@ -6,8 +6,8 @@ working when the scene looks different? Prints one table: success, Wilson 95% in
     python benchmarks/close_the_loop.py --blind-replay --seeds 10   # blind replay per reference task
 
 WS is a farmed workspace (`datafarm farm`, composite renderer). Arms, all with the same episodes,
-seeds and preset, each a DERIVED workspace beside WS (WS.arms/<arm>/: the task, settings and rollouts
-linked, episodes re-rendered, then harvested with the farm's own harvest code):
+seeds and preset; the farm arm is WS itself, the others are DERIVED workspaces beside it (WS.arms/<arm>/:
+the task, settings and rollouts linked, episodes re-rendered, then harvested with the farm's own harvest code):
 - farm: the delivery as it is (composite over the calibration footage, appearance randomized);
 - teleop-like: the same rollouts rendered by the same renderer in ONE fixed appearance (the first
   draw of the farm's appearance sampler), no appearance randomization (a fixed human-collected set);
@@ -98,32 +98,32 @@ def render_for_arm(source: Workspace, workspace: Workspace, arm: str, index: int
     staging.rename(target)
 
 
-def run_arm(workspace: Workspace, preset: str, trials: int, workers: int) -> list[dict]:
+def run_arm(workspace: Workspace, arm: str, preset: str, trials: int, workers: int) -> list[dict]:
     from datafarm.policy.evaluate import evaluate
     from datafarm.policy.train import train_policy
 
     folder = train_policy(workspace.root, "act", preset).folder
     for appearance in ("original", "unseen"):
         evaluate(workspace, str(folder), trials, appearance, workers=workers)
-    return table_rows(workspace)
+    return table_rows(workspace, arm, lambda policy: policy == folder.name)
 
 
-def table_rows(workspace: Workspace) -> list[dict]:
+def table_rows(workspace: Workspace, arm: str, wanted) -> list[dict]:
     from datafarm.policy.report import cells
 
-    return [{"workspace": workspace.root.name, **c.__dict__} for c in cells(workspace)]
+    return [{"arm": arm, **c.__dict__} for c in cells(workspace) if wanted(c.policy)]
 
 
 def print_table(rows: list[dict]) -> None:
     print(f"{'arm':14s} {'policy':16s} {'appearance':10s} {'success':>9s} {'rate':>6s}  Wilson 95%")
     for r in rows:
-        print(f"{r['workspace']:14s} {r['policy']:16s} {r['appearance']:10s} {r['successes']:>4d}/{r['trials']:<4d} "
+        print(f"{r['arm']:14s} {r['policy']:16s} {r['appearance']:10s} {r['successes']:>4d}/{r['trials']:<4d} "
               f"{100 * r['rate']:5.0f}%  [{100 * r['low']:.0f}%, {100 * r['high']:.0f}%]")
 
 
 def comparison(args) -> None:
     from datafarm.farm.episodes import admitted_episodes
-    from datafarm.policy.evaluate import evaluate
+    from datafarm.policy.evaluate import CONTROLS, evaluate
 
     protocol = PROTOCOLS[args.protocol]
     source = Workspace.open(args.workspace)
@@ -133,13 +133,15 @@ def comparison(args) -> None:
     for control in ("do-nothing", "blind-replay", "expert"):
         for appearance in ("original", "unseen") if control != "expert" else ("original",):
             evaluate(source, control, trials, appearance, workers=protocol["workers"])
-    rows += table_rows(source)
+    rows += table_rows(source, "control", lambda policy: policy in CONTROLS)
     for arm in protocol["arms"]:
-        rows += run_arm(derive_workspace(source, arm, episodes), protocol["preset"], trials, protocol["workers"])
+        # the farm arm IS the delivery: its policy trains in WS itself (`datafarm train WS` shares it)
+        workspace = source if arm == "farm" else derive_workspace(source, arm, episodes)
+        rows += run_arm(workspace, arm, protocol["preset"], trials, protocol["workers"])
     for size in protocol["curve"]:
         if size < len(episodes):
             subset = derive_workspace(source, f"farm-{size}", episodes[:size])
-            rows += run_arm(subset, protocol["preset"], trials, protocol["workers"])
+            rows += run_arm(subset, f"farm-{size}", protocol["preset"], trials, protocol["workers"])
     print_table(rows)
 
 

@@ -4,8 +4,10 @@
 
 Prints:
 - the derived dataset's build time (the one pass that decodes the delivery's videos), or "reused";
-- per-sample load time through lerobot's LeRobotDataset: the delivered video dataset (three cameras
-  decoded from mp4 per sample) against the derived image dataset the preset trains on;
+- per-sample load time through lerobot's LeRobotDataset, each sample with the preset's action chunk
+  (what a training step asks for): the delivered video dataset (three cameras decoded from mp4 per
+  sample), the derived image dataset read by lerobot alone (its transform decodes the PNG of every
+  row of the chunk), and the same through the frame store the training reads;
 - s/step and the loading share (lerobot's ``data_s / (data_s + updt_s)``, first window skipped) of a short
   training run of the preset, in a scratch folder (the workspace's policies/ is not touched; the run's
   cost is charged to the workspace's ledger like any training).
@@ -20,14 +22,17 @@ import time
 from pathlib import Path
 
 from datafarm.policy.derived import delivered_data
+from datafarm.policy.frame_store import use_frame_store
 from datafarm.policy.presets import load_preset
 from datafarm.policy.train import train_policy, training_data
 
 
-def per_sample_seconds(repo_id: str, root: Path, samples: int) -> float:
+def per_sample_seconds(repo_id: str, root: Path, samples: int, chunk: int, fps: int, store: bool = False) -> float:
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
-    dataset = LeRobotDataset(repo_id, root=root)
+    dataset = LeRobotDataset(repo_id, root=root, delta_timestamps={"action": [i / fps for i in range(chunk)]})
+    if store:
+        use_frame_store(dataset, dataset.meta.camera_keys)
     indices = random.Random(0).sample(range(len(dataset)), min(samples, len(dataset)))
     dataset[indices[0]]  # open files, warm caches
     started = time.perf_counter()
@@ -53,14 +58,16 @@ def main() -> None:
           f"{data.image_size[0]}x{data.image_size[1]}): "
           + (f"built in {data.built_seconds:.1f} s" if data.built_seconds else f"reused ({built:.1f} s to check)"))
 
+    chunk = int(preset.policy_options.get("chunk_size", 1))
     delivered = delivered_data(args.workspace)
-    video = per_sample_seconds(delivered.repo_id, delivered.root, args.samples)
-    print(f"per sample, delivered video dataset (3 cameras, {delivered.image_size[0]}x{delivered.image_size[1]}): "
-          f"{video * 1000:.1f} ms")
+    video = per_sample_seconds(delivered.repo_id, delivered.root, args.samples, chunk, delivered.fps)
+    print(f"per sample with a {chunk}-step action chunk, delivered video dataset (3 cameras, "
+          f"{delivered.image_size[0]}x{delivered.image_size[1]}): {video * 1000:.1f} ms")
     if data.derived:
-        image = per_sample_seconds(data.repo_id, data.root, args.samples)
-        print(f"per sample, derived image dataset ({'+'.join(data.cameras)}): {image * 1000:.1f} ms "
-              f"(x{preset.batch_size} per batch: {image * preset.batch_size:.3f} s)")
+        for label, store in (("lerobot's parquet images", False), ("frame store", True)):
+            image = per_sample_seconds(data.repo_id, data.root, args.samples, chunk, data.fps, store)
+            print(f"per sample, derived dataset ({'+'.join(data.cameras)}), {label}: {image * 1000:.1f} ms "
+                  f"(x{preset.batch_size} per batch: {image * preset.batch_size:.3f} s)")
 
     timed = preset.model_copy(update={"steps": args.steps, "log_freq": 1, "save_freq": args.steps})
     with tempfile.TemporaryDirectory(prefix="train-step-") as scratch:

@@ -4,6 +4,8 @@ the seeds and trial files are the library's (datafarm.policy.evaluate); each bat
 
 from __future__ import annotations
 
+import os
+
 from prefect import flow
 
 from datafarm.policy.evaluate import CONTROLS, EVAL_SEED_START, plan_run, split
@@ -25,7 +27,9 @@ def eval_sim_flow(workspace_path: str, policy: str, episodes: int = 50, appearan
         run = plan_run(workspace, name, episodes, appearance, seed_start, videos, time_limit_s=time_limit_s)
         batches = [seeds[i:i + BATCH_TRIALS] for seeds in split(run.pending(), workers)
                    for i in range(0, len(seeds), BATCH_TRIALS)]
-        futures = [eval_batch_task.submit(run, batch) for batch in batches]
-        for future in futures:
-            future.result()
+        threads = max(1, (os.cpu_count() or 1) // workers)
+        for first in range(0, len(batches), workers):  # `workers` batches at a time, each in its own process
+            futures = [eval_batch_task.submit(run, batch, threads) for batch in batches[first:first + workers]]
+            for future in futures:
+                future.result()
     return eval_report_task(workspace_path)

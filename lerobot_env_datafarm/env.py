@@ -83,7 +83,7 @@ class DataFarmEnv(gym.Env):
             self._judge = TrialJudge(self.setup.package, workdir, [self.workspace.path("expert")])
         hz = self.setup.rig_config.timing.control_hz
         self._trial = Trial(self.setup, eval_seed, self.appearance, self._judge,
-                            time_limit_s=self._max_episode_steps / hz)
+                            time_limit_s=self._max_episode_steps / hz, cameras=tuple(self.cameras))
         return self._observation(), {"is_success": False, "seed": eval_seed}
 
     def step(self, action):

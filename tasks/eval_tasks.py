@@ -19,8 +19,8 @@ from tasks.farm_tasks import TRANSIENT_RETRIES, artifact_key, publish_phase_cost
 
 @task(name="eval-trials", task_run_name="{run.name} {run.appearance}: seeds from {seeds[0]}",
       cache_policy=NO_CACHE, **TRANSIENT_RETRIES)
-def eval_batch_task(run: EvalRun, seeds: list[int]) -> int:
-    return run_batch_in_process(run, [seed for seed in seeds if not run.trial_file(seed).exists()])
+def eval_batch_task(run: EvalRun, seeds: list[int], torch_threads: int | None = None) -> int:
+    return run_batch_in_process(run, [seed for seed in seeds if not run.trial_file(seed).exists()], torch_threads)
 
 
 @task(name="eval-report", cache_policy=NO_CACHE)

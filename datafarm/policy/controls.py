@@ -26,7 +26,8 @@ from datafarm.sim.recorder import RecordedEpisode
 
 
 class Policy(Protocol):
-    """`uses_cameras` (optional, default True): False lets a trial skip rendering for a blind control."""
+    """`cameras` (optional, default all three): the views the policy looks at; a trial renders only
+    those, and none for a blind control (empty)."""
 
     def reset(self) -> None: ...
 
@@ -36,7 +37,7 @@ class Policy(Protocol):
 class DoNothing:
     """Holds the joint state of the first tick for the whole trial."""
 
-    uses_cameras = False
+    cameras: tuple[str, ...] = ()
 
     def __init__(self) -> None:
         self._hold: np.ndarray | None = None
@@ -53,8 +54,8 @@ class DoNothing:
 class ActionReplay:
     """Plays a fixed (T, 14) action sequence open-loop, then holds its last action."""
 
-    def __init__(self, actions: np.ndarray, uses_cameras: bool = False):
-        self.uses_cameras = uses_cameras  # True: render anyway (to test the whole evaluation path)
+    def __init__(self, actions: np.ndarray, cameras: tuple[str, ...] = ()):
+        self.cameras = tuple(cameras)  # rendered though unused: tests run the whole evaluation path with it
         actions = np.asarray(actions, dtype=np.float64)
         if actions.ndim != 2 or actions.shape[1] != 14 or len(actions) == 0:
             raise BadInput(f"a replay needs (T, 14) actions, got {actions.shape}")

@@ -3,8 +3,8 @@
 ACT has no resize option, and decoding a 640x480 video frame per sample dominates a CPU training step.
 So training at reduced resolution reads a *derived* LeRobot dataset written beside the delivery,
 ``WS/derived/<h>x<w>-<cameras>/``, with lerobot's own writer and *image* features (small PNGs in
-parquet, no video): the videos are decoded once, here, and a training step only decodes a few small
-PNGs. The derived dataset records the SHA-256 of the delivery's ``manifest.json``; a new delivery (a
+parquet, no video), plus a frame store of the decoded frames (:mod:`datafarm.policy.frame_store`):
+the videos are decoded once, here, and a training step decodes no image. The derived dataset records the SHA-256 of the delivery's ``manifest.json``; a new delivery (a
 different manifest) rebuilds it, an unchanged one reuses it.
 """
 
@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from datafarm.errors import BadInput
+from datafarm.policy.frame_store import build_frame_store, has_frame_store
 from datafarm.policy.spec import ACTION_KEY, CAMERA_KEYS, STATE_KEY, downscale
 from datafarm.workspace import sha256_file
 
@@ -75,12 +76,15 @@ def derived_data(workspace_root: Path, cameras: list[str], image_size: tuple[int
     workspace_root = Path(workspace_root)
     sha = manifest_sha256(workspace_root)
     folder = derived_folder(workspace_root, cameras, image_size)
+    camera_keys = [CAMERA_KEYS[c] for c in cameras]
     wanted = {"manifest_sha256": sha, "cameras": list(cameras),
               "image_size": None if image_size is None else list(image_size)}
     stamp = folder / STAMP_FILE
     if stamp.is_file():
         recorded = json.loads(stamp.read_text())
         if {key: recorded.get(key) for key in wanted} == wanted:
+            if not has_frame_store(folder, camera_keys):  # derived before frame stores existed
+                build_frame_store(folder, camera_keys)
             log.info("reusing derived dataset %s (delivery manifest %s)", folder, sha[:12])
             return _training_data(workspace_root, folder, recorded, built_seconds=0.0)
         log.info("derived dataset %s was made from another delivery (manifest %s, now %s): rebuilding",
@@ -161,6 +165,7 @@ def _build(workspace_root: Path, folder: Path, cameras: list[str], image_size: t
         shutil.copy2(source_root / HARVEST_MAP, staging / HARVEST_MAP)
     recorded = {**wanted, "frame_size": list(next(iter(size.values()))), "fps": int(meta.fps),
                 "episodes": int(meta.total_episodes), "frames": frames, "source": str(source_root)}
+    build_frame_store(staging, [CAMERA_KEYS[c] for c in cameras])
     (staging / STAMP_FILE).write_text(json.dumps(recorded, indent=2))
     staging.rename(folder)
     return recorded

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import multiprocessing
+import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,11 +76,11 @@ class EvalRun:
         return [json.loads(self.trial_file(s).read_text()) for s in self.seeds if self.trial_file(s).exists()]
 
 
-def run_batch_in_process(run: EvalRun, seeds: list[int]) -> int:
+def run_batch_in_process(run: EvalRun, seeds: list[int], torch_threads: int | None = None) -> int:
     """run_batch in a fresh process of its own (what a Prefect task calls, so batches run in parallel)."""
     context = multiprocessing.get_context("spawn")  # SAPIEN and torch do not survive a fork
     with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
-        return pool.submit(run_batch, run, seeds).result()
+        return pool.submit(run_batch, run, seeds, torch_threads).result()
 
 
 def policy_name(policy: str) -> str:
@@ -127,7 +128,9 @@ def evaluate(workspace: Workspace, policy: str, episodes_count: int = 50, appear
     if len(pending) and workers > 1:
         context = multiprocessing.get_context("spawn")  # SAPIEN and torch do not survive a fork
         with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            for finished in pool.map(run_batch, [run] * workers, split(pending, workers)):
+            # one torch thread per core each: more threads than free cores make small tensor ops wait
+            threads = max(1, (os.cpu_count() or 1) // workers)
+            for finished in pool.map(run_batch, [run] * workers, split(pending, workers), [threads] * workers):
                 log.info("a worker finished %d trials", finished)
     elif pending:
         run_batch(run, pending)
@@ -173,8 +176,12 @@ def blind_replay_source(workspace: Workspace) -> str:
     return f"{episodes.episode_dir(kept[0])}/sim"
 
 
-def run_batch(run: EvalRun, seeds: list[int]) -> int:
+def run_batch(run: EvalRun, seeds: list[int], torch_threads: int | None = None) -> int:
     """Run these trials of `run` in this process, writing one trial file each; returns how many ran."""
+    if torch_threads:
+        import torch
+
+        torch.set_num_threads(torch_threads)
     workspace = Workspace.open(run.workspace_root)
     setup = trial_setup(workspace)
     video_seeds = set(run.seeds[:run.videos])

@@ -32,6 +32,11 @@ class LerobotPolicyRunner:
     postprocessor: object
     instruction: str
 
+    @property
+    def cameras(self) -> tuple[str, ...]:
+        """The views the policy looks at (a trial renders only these)."""
+        return tuple(self.spec.cameras)
+
     def reset(self) -> None:
         """Forget the previous episode (ACT's action queue, Diffusion's observation history)."""
         self.policy.reset()

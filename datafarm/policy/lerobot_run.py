@@ -6,6 +6,8 @@ Usage (what `datafarm.policy.train` starts as a child process):
 lerobot logs its `MetricsTracker` every ``log_freq`` steps, but formats the step as "1K", so the
 loss curve is taken from the tracker object itself: a filter on the root logger (lerobot replaces
 the root logger's handlers, not its filters) appends ``tracker.to_dict()`` to METRICS.jsonl.
+When the dataset has a frame store (a derived dataset, :mod:`datafarm.policy.frame_store`), the
+datasets lerobot makes read their images from it; everything else is lerobot's own training.
 """
 
 from __future__ import annotations
@@ -31,12 +33,29 @@ class MetricsRecorder(logging.Filter):
         return True
 
 
+def _with_frame_store(make_datasets):
+    """Wrap lerobot's dataset factory: datasets whose root has a frame store read their images from it."""
+    from datafarm.policy.frame_store import has_frame_store, use_frame_store
+
+    def make(cfg, *args, **kwargs):
+        made = make_datasets(cfg, *args, **kwargs)
+        for dataset in made:
+            if dataset is not None and dataset.meta.camera_keys and \
+                    has_frame_store(dataset.root, dataset.meta.camera_keys):
+                use_frame_store(dataset, dataset.meta.camera_keys)
+                logging.info("reading %s's frames from its frame store", dataset.root)
+        return made
+
+    return make
+
+
 def main(argv: list[str]) -> None:
     if len(argv) < 2 or argv[1] != "--":
         raise SystemExit("usage: python -m datafarm.policy.lerobot_run METRICS.jsonl -- <lerobot-train arguments>")
     from lerobot.scripts import lerobot_train
 
     logging.getLogger().addFilter(MetricsRecorder(Path(argv[0])))
+    lerobot_train.make_train_eval_datasets = _with_frame_store(lerobot_train.make_train_eval_datasets)
     sys.argv = ["lerobot-train", *argv[2:]]
     lerobot_train.main()
 

@@ -132,12 +132,12 @@ class Trial:
     """One trial, step by step: `observe()` the rendered cameras, `apply(action)` until `done`, then `result()`.
 
     `run_trial` drives it with a policy; the lerobot-eval environment (lerobot_env_datafarm) drives it
-    from lerobot's own rollout loop. `time_limit_s` caps the task's own limit (smoke runs); with
-    `render` False (a blind control) no frame is rendered.
+    from lerobot's own rollout loop. `time_limit_s` caps the task's own limit (smoke runs); `cameras`
+    are the views rendered (default all; empty for a blind control: nothing is rendered).
     """
 
     def __init__(self, setup: TrialSetup, seed: int, appearance: str, judge: TrialJudge, check_every_s: float = 1.0,
-                 time_limit_s: float | None = None, render: bool = True):
+                 time_limit_s: float | None = None, cameras: tuple[str, ...] | None = None):
         self.started = time.perf_counter()
         self.setup, self.seed, self.appearance, self.judge = setup, seed, appearance, judge
         self.world = episode_world(setup.package, seed, setup.randomization, setup.rig_config)
@@ -145,8 +145,8 @@ class Trial:
         self.env = TaskEnv(self.rig, self.world.scene, self.world.max_steps, None, self.world.sample.perturbations)
         self.env.record_initial_state()
         self.look = trial_appearance(appearance, seed, setup.texture_pool)
-        self.render = render
-        self.cameras = [c for c in self.rig.cameras if c in CAMERAS]
+        wanted = CAMERAS if cameras is None else cameras
+        self.cameras = [c for c in self.rig.cameras if c in wanted]
         hz = self.rig.config.timing.control_hz
         self.check_every = max(1, round(check_every_s * hz))
         self.max_steps = self.world.max_steps if time_limit_s is None else min(self.world.max_steps,
@@ -166,8 +166,8 @@ class Trial:
         return self.rig.qpos()
 
     def observe(self) -> dict[str, np.ndarray]:
-        """The three cameras now, rendered as the training data was (empty when not rendering)."""
-        if not self.render:
+        """The trial's cameras now, rendered as the training data was (empty for a blind control)."""
+        if not self.cameras:
             return {}
         captured = self.rig.capture(self.cameras)
         if self._stream is None:
@@ -218,11 +218,10 @@ def run_trial(setup: TrialSetup, policy: Policy, policy_name: str, seed: int, ap
               time_limit_s: float | None = None) -> TrialResult:
     """Run one trial of `policy` on `seed` rendered in `appearance` ("original" | "unseen").
 
-    A policy whose `uses_cameras` is False (a blind control) gets no frames and no video.
+    Only the cameras the policy looks at are rendered (and filmed); a blind control gets no frames and no video.
     """
-    looks = getattr(policy, "uses_cameras", True)
-    trial = Trial(setup, seed, appearance, judge, check_every_s, time_limit_s, render=looks)
-    video_path = video_path if looks else None
+    trial = Trial(setup, seed, appearance, judge, check_every_s, time_limit_s, getattr(policy, "cameras", CAMERAS))
+    video_path = video_path if trial.cameras else None
     writer = None
     policy.reset()
     try:

@@ -111,13 +111,31 @@ def test_replaying_the_experts_actions_on_its_seed_succeeds_and_doing_nothing_fa
     actions = recorded_actions(workspace / "episodes" / f"{episode['index']:06d}" / "sim")
     with TrialJudge(setup.package, workspace / "judge-scratch") as judge:
         # the expert's seed (a training seed: run_trial directly, evaluate() would refuse it), rendered and all
-        replay = run_trial(setup, ActionReplay(actions, uses_cameras=True), "expert-replay", episode["seed"],
+        replay = run_trial(setup, ActionReplay(actions, cameras=CAMERAS), "expert-replay", episode["seed"],
                            "original", judge, video_path=workspace / "replay.mp4")
         nothing = run_trial(setup, DoNothing(), "do-nothing", episode["seed"], "original", judge, time_limit_s=3.0)
+        head_only = _ViewProbe(("head",))
+        run_trial(setup, head_only, "head-only", episode["seed"], "original", judge, time_limit_s=0.2)
+    # a trial renders the views the policy looks at, and only those
+    assert head_only.seen and all(views == {"head"} for views in head_only.seen)
     assert replay.success and replay.end == "success", replay.verdict
     assert replay.steps <= len(actions) + 30  # stopped at success, not at the time limit
     assert not nothing.success and nothing.end == "time_limit" and not all(nothing.verdict["checks"].values())
     assert (workspace / "replay.mp4").stat().st_size > 0
+
+
+class _ViewProbe:
+    """A policy that looks at some views and holds still, remembering which views each tick brought."""
+
+    def __init__(self, cameras: tuple[str, ...]):
+        self.cameras, self.seen = cameras, []
+
+    def reset(self) -> None:
+        self.seen = []
+
+    def act(self, frames: dict[str, np.ndarray], state: np.ndarray) -> np.ndarray:
+        self.seen.append(set(frames))
+        return state
 
 
 @pytest.mark.slow

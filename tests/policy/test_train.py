@@ -19,6 +19,7 @@ import yaml
 from datafarm.costs import CostLedger
 from datafarm.errors import BadInput, Unavailable
 from datafarm.policy.derived import derived_data, manifest_sha256
+from datafarm.policy.frame_store import use_frame_store
 from datafarm.policy.presets import (PRESET_NAMES, Preset, available_presets, lerobot_option_problems, load_preset,
                                      load_preset_file, pi05_problems)
 from datafarm.policy.spec import CAMERA_KEYS, downscale, load_policy_spec
@@ -102,6 +103,8 @@ def test_derived_dataset_is_cached_and_rebuilt_for_a_new_delivery(farmed_workspa
         assert np.abs(small.astype(int) - downscale(full, SMOKE_SIZE).astype(int)).max() <= 1
         assert np.allclose(derived[index]["action"], delivered[index]["action"])
 
+    _assert_frame_store_serves_what_lerobot_reads(first.repo_id, first.root, CAMERA_KEYS["head"])
+
     again = derived_data(workspace, ["head"], SMOKE_SIZE)
     assert again.built_seconds == 0 and again.root == first.root
 
@@ -111,6 +114,26 @@ def test_derived_dataset_is_cached_and_rebuilt_for_a_new_delivery(farmed_workspa
     manifest.write_text(json.dumps(changed))
     rebuilt = derived_data(workspace, ["head"], SMOKE_SIZE)
     assert rebuilt.built_seconds > 0 and rebuilt.manifest_sha256 == manifest_sha256(workspace) != first.manifest_sha256
+
+
+def _assert_frame_store_serves_what_lerobot_reads(repo_id: str, root: Path, camera_key: str) -> None:
+    """Samples with an action chunk, through the store and pickled (as a loader worker gets them), match lerobot's."""
+    import pickle
+
+    import torch
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    chunk = {"action": [step / 30 for step in range(50)]}
+    parquet = LeRobotDataset(repo_id, root=root, delta_timestamps=chunk)
+    stored = LeRobotDataset(repo_id, root=root, delta_timestamps=chunk)
+    use_frame_store(stored, [camera_key])
+    stored = pickle.loads(pickle.dumps(stored))
+    for index in (0, parquet.meta.total_frames // 2, parquet.meta.total_frames - 1):
+        expected, got = parquet[index], stored[index]
+        assert set(got) == set(expected)
+        for key, value in expected.items():
+            if isinstance(value, torch.Tensor):
+                assert got[key].dtype == value.dtype and torch.equal(got[key], value), key
 
 
 @pytest.mark.slow
@@ -131,6 +154,7 @@ def test_smoke_training_makes_a_policy_that_acts(farmed_workspace, tmp_path):
     assert (spec.cameras, spec.image_size, spec.steps, spec.task) == (["head"], SMOKE_SIZE, 4, "apple_on_scale")
     assert (folder / "loss_curve.png").stat().st_size > 0 and (folder / "preset.yaml").is_file()
     assert result.timing is not None and 0 < result.timing.loading_share < 1
+    assert "frames from its frame store" in (folder / "train.log").read_text()
     charged = [e for e in CostLedger(workspace).entries() if e.phase == "train:act-smoke"]
     assert {e.item for e in charged} >= {"cpu", "wall"} and all(e.quantity > 0 for e in charged)
 
