@@ -111,7 +111,9 @@ def contract(workspace: Workspace) -> dict:
         "instruction": package.info.instruction,
         "request": workspace.path("request.txt").read_text().strip(),
         "success_criteria": sorted(control.verdict.checks),
-        "negative_control": {"do_nothing_rejected": not control.success, "reason": control.verdict.reason},
+        # check names only: the judge's reason text carries its thresholds, and the expert's author reads this file
+        "negative_control": {"do_nothing_rejected": not control.success,
+                             "failed_checks": sorted(k for k, ok in control.verdict.checks.items() if not ok)},
         "episode_count": settings.target_count,
         "max_seconds": package.info.max_seconds,
         "randomization": settings.randomization.model_dump(mode="json"),

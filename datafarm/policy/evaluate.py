@@ -36,7 +36,14 @@ from datafarm.costs import CostLedger
 from datafarm.errors import BadInput, Refused
 from datafarm.farm import episodes
 from datafarm.policy.appearances import APPEARANCES
-from datafarm.policy.trials import TrialJudge, TrialResult, TrialSetup, run_trial, trial_setup
+from datafarm.policy.trials import (
+    TrialJudge,
+    TrialResult,
+    TrialSetup,
+    run_trial,
+    trial_setup,
+)
+from datafarm.processes import die_with_parent
 from datafarm.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -79,7 +86,7 @@ class EvalRun:
 def run_batch_in_process(run: EvalRun, seeds: list[int], torch_threads: int | None = None) -> int:
     """run_batch in a fresh process of its own (what a Prefect task calls, so batches run in parallel)."""
     context = multiprocessing.get_context("spawn")  # SAPIEN and torch do not survive a fork
-    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+    with ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=die_with_parent) as pool:
         return pool.submit(run_batch, run, seeds, torch_threads).result()
 
 
@@ -127,7 +134,7 @@ def evaluate(workspace: Workspace, policy: str, episodes_count: int = 50, appear
              len(run.seeds), workers)
     if len(pending) and workers > 1:
         context = multiprocessing.get_context("spawn")  # SAPIEN and torch do not survive a fork
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=die_with_parent) as pool:
             # one torch thread per core each: more threads than free cores make small tensor ops wait
             threads = max(1, (os.cpu_count() or 1) // workers)
             for finished in pool.map(run_batch, [run] * workers, split(pending, workers), [threads] * workers):

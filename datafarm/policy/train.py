@@ -31,9 +31,15 @@ import yaml
 from datafarm.costs import CostLedger
 from datafarm.errors import BadInput, PermanentError, TransientError, Unavailable
 from datafarm.policy.curve import StepTiming, draw_loss_curve, read_metrics, step_timing
-from datafarm.policy.derived import TrainingData, delivered_data, derived_data, training_episode_seeds
+from datafarm.policy.derived import (
+    TrainingData,
+    delivered_data,
+    derived_data,
+    training_episode_seeds,
+)
 from datafarm.policy.presets import Preset, load_preset, require_usable
 from datafarm.policy.spec import PolicySpec, write_policy_spec
+from datafarm.processes import die_with_parent
 
 log = logging.getLogger(__name__)
 
@@ -204,7 +210,8 @@ def _run_lerobot(workspace_root: Path, folder: Path, arguments: list[str], env: 
     with open(folder / LOG_FILE, "a") as out:
         out.write(f"\n# {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(command)}\n")
         out.flush()
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=folder)
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=folder,
+                                   preexec_fn=die_with_parent)  # a killed `datafarm train` leaves no trainer behind
         try:
             returncode = process.wait()
         except BaseException:  # our own interruption: stop lerobot too (its last checkpoint stays)

@@ -185,8 +185,13 @@ def test_killed_training_resumes_from_its_last_checkpoint(farmed_workspace, tmp_
     deadline = time.monotonic() + 600
     while checkpoint_step(folder) == 0 and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
-    os.killpg(process.pid, signal.SIGKILL)  # the whole training, as a lost machine would
+    os.kill(process.pid, signal.SIGKILL)  # the command only, as a user's kill -9 would: its trainer must follow
     process.wait()
+    deadline = time.monotonic() + 30
+    while _processes_mentioning(str(folder)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _processes_mentioning(str(folder)), "lerobot's training outlived the killed command"
+    os.killpg(process.pid, signal.SIGKILL)  # anything else left in the session (nothing, if the above holds)
     killed_at = checkpoint_step(folder)
     assert 0 < killed_at < 30, f"the kill came too late (step {killed_at}) to test resuming"
 
@@ -195,3 +200,15 @@ def test_killed_training_resumes_from_its_last_checkpoint(farmed_workspace, tmp_
     assert "--resume=true" in (folder / "train.log").read_text()
     logged = [json.loads(line)["steps"] for line in (folder / "metrics.jsonl").read_text().splitlines()]
     assert logged[-1] == 30 and any(step > killed_at for step in logged)
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    """Live processes whose command line contains `text`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and text in (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
