@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Self
 
 import numpy as np
 
@@ -85,7 +86,7 @@ class ArmPair(ABC):
     def estopped(self) -> str | None:
         """The latched stop's reason, or None when the pair may move."""
 
-    def __enter__(self) -> ArmPair:
+    def __enter__(self) -> Self:
         self.connect()
         return self
 

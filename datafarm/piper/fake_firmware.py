@@ -42,6 +42,7 @@ import threading
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
+from typing import Self
 
 import can
 
@@ -158,7 +159,7 @@ class FakePiperFirmware:
             self._bus.shutdown()
             self._bus = None
 
-    def __enter__(self) -> FakePiperFirmware:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc) -> None:

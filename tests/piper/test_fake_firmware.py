@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from piper_testkit import wait_until
 
 from datafarm.piper.driver import open_sdk
 from datafarm.piper.fake_firmware import FakePiperFirmware, rad_to_mdeg
@@ -12,15 +13,6 @@ from datafarm.piper.fake_firmware import FakePiperFirmware, rad_to_mdeg
 pytestmark = pytest.mark.filterwarnings("ignore:The 'bustype' argument is deprecated:DeprecationWarning")
 
 POSE = (0.3, 1.0, -0.8, 0.2, -0.4, 0.5)
-
-
-def wait_until(condition, timeout: float = 2.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return condition()
 
 
 def sdk_joints(sdk) -> list[int]:
