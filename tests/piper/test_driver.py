@@ -36,6 +36,8 @@ def test_act_ramps_both_arms_toward_the_target(rig):
     target[arm_slice("right")][0] -= 0.1
     first = pair.act(target)
     assert first.command[0] == pytest.approx(start[0] + 0.02)  # the change cap: a ramp from the measured pose
+    sent = (JOINT_CTRL_IDS[0], rad_to_mdeg(first.command[0]))  # what reached the arm is the capped command
+    assert wait_until(lambda: [t for t in fakes["left"].joint_targets_received() if t[0] == sent[0]][-1:] == [sent])
     run(pair, target, 12)
     assert wait_until(lambda: fakes["left"].joints_rad()[0] > start[0] + 0.08)
     assert wait_until(lambda: fakes["right"].joints_rad()[0] < start[7] - 0.08)
