@@ -28,7 +28,7 @@ def safety_args():
 
 
 @pytest.fixture
-def rig(channel_name, safety_args):
+def fake_pair(channel_name, safety_args):
     """Two fake arms at the rest pose; yields them and a factory of connected pairs (closed at teardown)."""
     fakes = {side: FakePiperFirmware(channel_name(side)).start() for side in ("left", "right")}
     pairs = []

@@ -15,8 +15,8 @@ from datafarm.sim.spaces import arm_slice
 pytestmark = pytest.mark.filterwarnings("ignore:The 'bustype' argument is deprecated:DeprecationWarning")
 
 
-def test_observe_reads_both_arms_in_rad_and_m(rig):
-    fakes, connect = rig
+def test_observe_reads_both_arms_in_rad_and_m(fake_pair):
+    fakes, connect = fake_pair
     pair = connect()
     left, right = (0.1, 1.1, -0.9, 0.05, 0.8, -0.1), (-0.2, 1.3, -1.1, 0.0, 1.0, 0.3)
     fakes["left"].set_state(left, 0.03)
@@ -27,8 +27,8 @@ def test_observe_reads_both_arms_in_rad_and_m(rig):
     assert pair.observe().as_dict()["right_gripper"] == pytest.approx(0.05)
 
 
-def test_act_ramps_both_arms_toward_the_target(rig):
-    fakes, connect = rig
+def test_act_ramps_both_arms_toward_the_target(fake_pair):
+    fakes, connect = fake_pair
     pair = connect()
     start = pair.observe().position
     target = start.copy()
@@ -45,8 +45,8 @@ def test_act_ramps_both_arms_toward_the_target(rig):
 
 
 @pytest.mark.parametrize("dry_run", [True, False])
-def test_a_dry_run_sends_no_frame(rig, dry_run):
-    fakes, connect = rig
+def test_a_dry_run_sends_no_frame(fake_pair, dry_run):
+    fakes, connect = fake_pair
     pair = connect(dry_run=dry_run)
     start = pair.observe().position
     target = start.copy()
@@ -66,8 +66,8 @@ def test_a_dry_run_sends_no_frame(rig, dry_run):
 
 
 @pytest.mark.parametrize("bad", ["nan", "jump"])
-def test_a_bad_policy_output_is_stopped_before_any_frame_carries_it(rig, bad):
-    fakes, connect = rig
+def test_a_bad_policy_output_is_stopped_before_any_frame_carries_it(fake_pair, bad):
+    fakes, connect = fake_pair
     pair = connect()
     position = pair.observe().position
     run(pair, position, 2)

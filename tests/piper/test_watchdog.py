@@ -47,8 +47,8 @@ def miss_deadline(fakes, pair):
     (miss_deadline, "deadline"),
 ])
 @pytest.mark.parametrize("background", [True, False], ids=["thread", "inline"])
-def test_each_watchdog_trigger_stops_both_arms(rig, cause, message, background):
-    fakes, connect = rig
+def test_each_watchdog_trigger_stops_both_arms(fake_pair, cause, message, background):
+    fakes, connect = fake_pair
     pair = connect(watchdog={"check_hz": 100.0 if background else 0.0})
     run(pair, pair.observe().position, 3)
     assert not both_estopped(fakes) and pair.estopped is None  # negative control: a healthy loop runs
@@ -66,8 +66,8 @@ def test_each_watchdog_trigger_stops_both_arms(rig, cause, message, background):
     assert wait_until(lambda: both_estopped(fakes), timeout=1.0)
 
 
-def test_the_emergency_stop_never_resumes_on_its_own(rig):
-    fakes, connect = rig
+def test_the_emergency_stop_never_resumes_on_its_own(fake_pair):
+    fakes, connect = fake_pair
     pair = connect()
     fakes["left"].inject_fault(err_code=0x0100)
     assert wait_until(lambda: both_estopped(fakes))  # the watchdog thread
