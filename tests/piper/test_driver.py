@@ -9,7 +9,7 @@ import pytest
 from piper_testkit import both_estopped, run, wait_until
 
 from datafarm.errors import SafetyStop
-from datafarm.piper.fake_firmware import JOINT_CTRL_IDS, rad_to_mdeg
+from datafarm.piper.fake_firmware import JOINT_CTRL_IDS, MOTION_CTRL_1_ID, rad_to_mdeg
 from datafarm.sim.spaces import arm_slice
 
 pytestmark = pytest.mark.filterwarnings("ignore:The 'bustype' argument is deprecated:DeprecationWarning")
@@ -34,6 +34,7 @@ def test_act_ramps_both_arms_toward_the_target(fake_pair):
     target = start.copy()
     target[0] += 0.1
     target[arm_slice("right")][0] -= 0.1
+    target[arm_slice("right")][-1] = 0.06  # the right gripper opens from 40 to 60 mm
     first = pair.act(target)
     assert first.command[0] == pytest.approx(start[0] + 0.02)  # the change cap: a ramp from the measured pose
     sent = (JOINT_CTRL_IDS[0], rad_to_mdeg(first.command[0]))  # what reached the arm is the capped command
@@ -41,6 +42,7 @@ def test_act_ramps_both_arms_toward_the_target(fake_pair):
     run(pair, target, 12)
     assert wait_until(lambda: fakes["left"].joints_rad()[0] > start[0] + 0.08)
     assert wait_until(lambda: fakes["right"].joints_rad()[0] < start[7] - 0.08)
+    assert wait_until(lambda: abs(fakes["right"].gripper_m() - 0.06) < 1e-4)  # m -> 0.001 mm and back
     assert fakes["left"].speed_pct == 20  # the low default speed percentage
 
 
@@ -83,3 +85,6 @@ def test_a_bad_policy_output_is_stopped_before_any_frame_carries_it(fake_pair, b
     after = [value for can_id, value in fakes["left"].joint_targets_received()[seen:] if can_id == JOINT_CTRL_IDS[0]]
     assert after and all(abs(value - rad_to_mdeg(position[0])) < 500 for value in after)  # only the hold went out
     assert abs(fakes["left"].joints_rad()[0] - position[0]) < 0.01
+    ids = [can_id for _, can_id, _ in fakes["left"].received_log]
+    last_hold = max(i for i, can_id in enumerate(ids) if can_id == JOINT_CTRL_IDS[0])
+    assert ids.index(MOTION_CTRL_1_ID) > last_hold  # hold first, then the emergency stop
