@@ -82,6 +82,8 @@ if [ ! -f "$STAMP" ] || [ pyproject.toml -nt "$STAMP" ]; then
     "$VENV/bin/python" -m pip install -q -e '.[dev]'
     # lerobot finds env plugins by distribution name: this metadata-only one announces lerobot_env_datafarm.
     "$VENV/bin/python" -m pip install -q --no-deps --no-build-isolation ./plugins/lerobot_env_datafarm
+    # ... and robot plugins the same way: this one announces lerobot_robot_datafarm_piper (--robot.type=datafarm_piper).
+    "$VENV/bin/python" -m pip install -q --no-deps --no-build-isolation ./plugins/lerobot_robot_datafarm_piper
     touch "$STAMP"
 fi
 say "venv ok ($("$VENV/bin/python" --version))"
