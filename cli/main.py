@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from cli import evaluation, farm, policy, sim
+from cli import evaluation, farm, policy, robot, sim
 from cli.errors import guard_all
 
 # The embedded Prefect server is given 20 s to start by default; a busy machine (the farm's own
@@ -59,6 +59,7 @@ def doctor(workspace: Path = typer.Option(Path.cwd(), help="Folder that must be 
 farm.register(app)
 policy.register(app)
 evaluation.register(app)
+robot.register(app)
 guard_all(app, setup_logging)
 
 if __name__ == "__main__":
