@@ -84,6 +84,7 @@ def run_checks(workspace: Path | None = None) -> list[Check]:
     checks += [check_package(name, prefix) for name, prefix in VERIFIED_PACKAGES.items()]
     checks.append(check_writable(workspace or Path(os.environ.get("DATAFARM_HOME", Path.cwd()))))
     checks.append(check_pi05())
+    checks += [check_robot_plugin(), check_can_interfaces()]
     return checks
 
 
@@ -94,3 +95,56 @@ def check_pi05() -> Check:
     problems = pi05_problems()
     return Check("pi05 policy (optional)", not problems, "usable" if not problems else "not usable here",
                  "; ".join(problems), optional=True)
+
+
+PIPER_PLUGIN = "lerobot_robot_datafarm_piper"  # the distribution lerobot's plugin loader finds by its name
+PIPER_ROBOT_TYPE = "datafarm_piper"
+CAN_ARPHRD = "280"  # /sys/class/net/<if>/type of a CAN interface (ARPHRD_CAN)
+
+
+def check_robot_plugin(distribution: str = PIPER_PLUGIN, robot_type: str = PIPER_ROBOT_TYPE) -> Check:
+    """lerobot's tools find the dual PiPER by name: the plugin distribution is installed and registers the type."""
+    name = f"lerobot robot {robot_type!r}"
+    fix = f"install the plugin's distribution ({distribution}, plugins/{distribution}): {SETUP_HINT}"
+    try:
+        importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return Check(name, False, f"{distribution} is not installed", fix)
+    try:
+        from lerobot.robots.config import RobotConfig
+        from lerobot.utils.import_utils import register_third_party_plugins
+
+        register_third_party_plugins()  # what lerobot-record / lerobot-replay do first
+        registered = robot_type in RobotConfig.get_known_choices()
+    except Exception as error:  # a broken plugin import: report it, the other checks still run
+        return Check(name, False, f"registering lerobot's plugins failed: {type(error).__name__}: {error}", fix)
+    return Check(name, registered, f"registered by {distribution}" if registered else "not registered", fix)
+
+
+def can_interfaces(net: Path = Path("/sys/class/net")) -> dict[str, str]:
+    """The host's CAN interfaces (socketcan, Linux) -> their operational state ("up", "down", ...)."""
+    found = {}
+    for interface in sorted(net.glob("*")) if net.is_dir() else []:
+        try:
+            if (interface / "type").read_text().strip() == CAN_ARPHRD:
+                found[interface.name] = (interface / "operstate").read_text().strip() \
+                    if (interface / "operstate").is_file() else "unknown"
+        except OSError:
+            continue
+    return found
+
+
+def check_can_interfaces(net: Path = Path("/sys/class/net")) -> Check:
+    """Informational: which CAN interfaces the real PiPER arms could use (never a failure without them)."""
+    name = "CAN interfaces (real PiPER arms, optional)"
+    if not sys.platform.startswith("linux"):
+        return Check(name, False, f"socketcan needs Linux (this is {sys.platform})",
+                     "drive the real arms from a Linux host; the simulated pair works anywhere", optional=True)
+    found = can_interfaces(net)
+    if not found:
+        return Check(name, False, "none", "only needed for the real arms: plug in the two USB-CAN adapters and bring "
+                     "them up (docs/real-robot.md, Wiring and bring-up)", optional=True)
+    down = [interface for interface, state in found.items() if state == "down"]
+    detail = ", ".join(f"{interface} ({state})" for interface, state in found.items())
+    fix = f"bring up {', '.join(down)}: sudo ip link set IFACE up type can bitrate 1000000" if down else ""
+    return Check(name, not down, detail, fix, optional=True)
