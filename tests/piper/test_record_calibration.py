@@ -3,6 +3,7 @@ a camera at the wrong size is refused by the preflight before anything is writte
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -78,3 +79,30 @@ def test_cameras_yaml_needs_the_three_cameras_at_one_rate(tmp_path):
     path.write_text(yaml.safe_dump(cameras))
     with pytest.raises(BadInput, match="has type 'kinect'"):
         load_camera_configs(path)
+
+
+@pytest.mark.filterwarnings("ignore:The 'bustype' argument is deprecated:DeprecationWarning")
+def test_the_preflight_refuses_an_arm_whose_feedback_is_slow(tmp_path, fake_pair):
+    """Real mode on two fake firmwares (piper_sdk's own code on the virtual bus): both at 200 Hz pass; the right
+    arm losing frames is named, the left is not."""
+    from datafarm.calibration.record import CalibrationRecordingConfig, make_robot
+    from datafarm.piper.preflight import PreflightFailed, PreflightSettings, preflight
+
+    fakes, _ = fake_pair
+    config = CalibrationRecordingConfig(cameras_file=EXAMPLE, left_can=fakes["left"].channel,
+                                        right_can=fakes["right"].channel, bustype="virtual", teach=True,
+                                        calibration_dir=tmp_path)
+    robot = make_robot(config, cameras={})
+    robot.connect()
+    try:
+        settings = PreflightSettings(measure_s=0.5, min_feedback_hz=150)
+        report = preflight(robot, {}, settings)
+        assert all(rate >= 150 for rate in report.arms.values()), report.arms
+        fakes["right"].drop_frames(0.45)  # about 110 Hz: above the watchdog's 100, below the preflight's 150
+        time.sleep(0.3)
+        with pytest.raises(PreflightFailed, match=r"the right arm \(test-right-\w+\) sends feedback at") as refused:
+            preflight(robot, {}, settings)
+        assert "left arm" not in str(refused.value)
+        assert sum(fakes["right"].received.values()) == 0  # teach mode (dry run): nothing was sent to the arms
+    finally:
+        robot.disconnect()
