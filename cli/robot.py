@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TimeRemainingColumn
 
 console = Console()
 
@@ -31,10 +31,17 @@ def record_calibration(
 
     config = CalibrationRecordingConfig(cameras_file=cameras, left_can=left_can, right_can=right_can,
                                         seconds=seconds, simulated=simulated, teach=teach)
+    console.print("preflight: opening the arms and cameras, checking them against " + str(cameras))
     with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
                   TimeRemainingColumn(), console=console) as bar:
-        task = bar.add_task("recording frames", total=None)
-        result = run_record(output, config, progress=lambda done, total: bar.update(task, completed=done, total=total))
+        tasks: dict[str, TaskID] = {}
+
+        def advance(done: int, total: int) -> None:  # the bar appears once the preflight has passed
+            if "recording" not in tasks:
+                tasks["recording"] = bar.add_task("recording frames", total=total)
+            bar.update(tasks["recording"], completed=done)
+
+        result = run_record(output, config, progress=advance)
     arms = ", ".join(f"{side} {hz:.0f} Hz" for side, hz in result.preflight.arms.items() if hz is not None)
     console.print(f"preflight: cameras {result.preflight.cameras}" + (f"; arms' feedback {arms}" if arms else ""))
     console.print(f"calibration episode: [bold]{result.root}[/bold] ({result.frames} frames at {result.fps} fps); "

@@ -32,7 +32,7 @@ import numpy as np
 from datafarm.calibration.episode import PROVENANCE_FILE
 from datafarm.calibration.synth import CALIBRATION_TASK_STRING
 from datafarm.cameras import CAMERA_KEYS
-from datafarm.errors import BadInput
+from datafarm.errors import BadInput, Unavailable
 from datafarm.piper.preflight import PreflightFailed, PreflightReport, PreflightSettings, load_camera_configs, preflight
 from datafarm.sim.spaces import AXIS_NAMES
 
@@ -88,7 +88,13 @@ def make_robot(config: CalibrationRecordingConfig, cameras: dict[str, CameraConf
                                 dry_run=config.teach and not config.simulated,
                                 deadline_s=SIMULATED_DEADLINE_S if config.simulated else None,
                                 calibration_dir=config.calibration_dir)
-    return make_robot_from_config(robot_config)
+    try:
+        return make_robot_from_config(robot_config)
+    except (ImportError, ValueError) as error:  # lerobot wraps its camera classes' ImportError in a ValueError
+        missing = error if isinstance(error, ImportError) else error.__cause__
+        if not isinstance(missing, ImportError):
+            raise
+        raise Unavailable(f"a camera in {config.cameras_file} cannot be used here: {missing}") from error
 
 
 def record_calibration(output: str | Path, config: CalibrationRecordingConfig,
