@@ -116,7 +116,7 @@ def check_robot_plugin(distribution: str = PIPER_PLUGIN, robot_type: str = PIPER
 
         register_third_party_plugins()  # what lerobot-record / lerobot-replay do first
         registered = robot_type in RobotConfig.get_known_choices()
-    except Exception as error:  # a broken plugin import: report it, the other checks still run
+    except Exception as error:  # noqa: BLE001  a broken plugin import: report it, the other checks still run
         return Check(name, False, f"registering lerobot's plugins failed: {type(error).__name__}: {error}", fix)
     return Check(name, registered, f"registered by {distribution}" if registered else "not registered", fix)
 

@@ -33,7 +33,13 @@ from datafarm.calibration.episode import PROVENANCE_FILE
 from datafarm.calibration.synth import CALIBRATION_TASK_STRING
 from datafarm.cameras import CAMERA_KEYS
 from datafarm.errors import BadInput, Unavailable
-from datafarm.piper.preflight import PreflightFailed, PreflightReport, PreflightSettings, load_camera_configs, preflight
+from datafarm.piper.preflight import (
+    PreflightFailed,
+    PreflightReport,
+    PreflightSettings,
+    load_camera_configs,
+    preflight,
+)
 from datafarm.sim.spaces import AXIS_NAMES
 
 if TYPE_CHECKING:
