@@ -52,6 +52,9 @@ log = logging.getLogger(__name__)
 RECORD_SOURCE = "datafarm record-calibration"
 REPO_ID = "datafarm/calibration"
 SIMULATED_DEADLINE_S = 5.0  # the simulated rig's clock is its own: a slow CPU render is not a stalled loop
+# Real arms: the command is one constant hold pose, so a late tick cannot move them anywhere new; the
+# writer's first frame (starting lerobot's encoders) can take longer than the 0.1 s a policy loop gets.
+REAL_DEADLINE_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -92,7 +95,7 @@ def make_robot(config: CalibrationRecordingConfig, cameras: dict[str, CameraConf
     robot_config = config_class(left_can=config.left_can, right_can=config.right_can, bustype=config.bustype,
                                 cameras=cameras, simulated=config.simulated, rig=config.rig,
                                 dry_run=config.teach and not config.simulated,
-                                deadline_s=SIMULATED_DEADLINE_S if config.simulated else None,
+                                deadline_s=SIMULATED_DEADLINE_S if config.simulated else REAL_DEADLINE_S,
                                 calibration_dir=config.calibration_dir)
     try:
         return make_robot_from_config(robot_config)
