@@ -20,6 +20,7 @@ from prefect import serve  # noqa: E402
 
 from flows.eval_sim import eval_sim_flow  # noqa: E402
 from flows.farm import episodes_flow, farm_flow, harvest_flow, verify_flow  # noqa: E402
+from flows.real_eval import real_eval_flow  # noqa: E402
 from flows.train import train_flow  # noqa: E402
 
 
@@ -37,7 +38,9 @@ def deployments():
     # Closing the loop: train a policy on a delivery, then evaluate it closed-loop in simulation.
     train = train_flow.to_deployment(name="train", description="Train a policy (preset smoke|cpu|gpu) on a delivery.")
     evaluate = eval_sim_flow.to_deployment(name="eval_sim", description="Closed-loop evaluation with controls.")
-    return [farm, render, *others, train, evaluate]
+    # On the host wired to the arms: the operator's go and verdicts are forms of the paused flow run.
+    real = real_eval_flow.to_deployment(name="real_eval", description="Evaluate a policy on the dual PiPER.")
+    return [farm, render, *others, train, evaluate, real]
 
 
 if __name__ == "__main__":

@@ -1,0 +1,134 @@
+"""The real-robot evaluation flow, run in simulation (SimStation + the task's hidden judge as the operator).
+
+Faithful path: the expert's own recorded actions replayed on their seed through the ArmPair (safety layer
+inside) are judged success; doing nothing on the same seed is judged failure (negative control). The
+flow writes trial files, one LeRobot episode per trial and a summary; a rerun skips finished trials; a
+policy emitting NaN is emergency-stopped and ends the run with its trial marked "estop"; placement
+cards differ between seeds."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from datafarm.errors import SafetyStop
+from datafarm.workspace import Workspace
+
+pytestmark = pytest.mark.slow  # every test here needs the farmed workspace (a session fixture: minutes)
+
+
+@pytest.fixture(scope="module")
+def workspace(farmed_workspace, tmp_path_factory) -> Path:
+    """A copy of the farmed workspace (evaluations write into it)."""
+    root = tmp_path_factory.mktemp("eval-real") / "ws"
+    shutil.copytree(farmed_workspace, root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def station(workspace):
+    """One simulated station (judge sandbox, renderer references) for the module's library-level trials."""
+    from datafarm.piper.eval_station import SimStation
+    from datafarm.policy.trials import TrialJudge, trial_setup
+
+    ws = Workspace.open(workspace)
+    setup = trial_setup(ws)
+    station = SimStation(setup, TrialJudge(setup.package, workspace / ".judge-test", [ws.path("expert")]),
+                         owns_judge=True)
+    yield station
+    station.close()
+
+
+def _kept(root: Path) -> dict:
+    return json.loads(sorted((root / "episodes").glob("*/result.json"))[0].read_text())
+
+
+def _episode_frames(root: Path) -> int:
+    return json.loads((root / "meta" / "info.json").read_text())["total_frames"]
+
+
+class _NaNPolicy:
+    cameras: tuple[str, ...] = ()
+
+    def reset(self) -> None:
+        pass
+
+    def act(self, frames, state):
+        action = np.asarray(state, dtype=np.float64).copy()
+        action[3] = np.nan
+        return action
+
+
+def test_placement_cards_differ_between_seeds(workspace, tmp_path):
+    from PIL import Image
+
+    from datafarm.piper.placement_card import draw_placement_card
+
+    ws = Workspace.open(workspace)
+    first = np.asarray(Image.open(draw_placement_card(ws, 1_000_000, tmp_path / "a.png")))
+    again = np.asarray(Image.open(draw_placement_card(ws, 1_000_000, tmp_path / "b.png")))
+    other = np.asarray(Image.open(draw_placement_card(ws, 1_000_001, tmp_path / "c.png")))
+    plate = np.asarray(Image.open(workspace / "keyframes" / "head_plate.png"))
+    assert first.shape[1] >= plate.shape[1] and first.shape[0] > plate.shape[0]  # the view, enlarged, plus a legend
+    assert np.array_equal(first, again)  # a seed's card is its own draw, reproducibly
+    assert np.abs(first.astype(int) - other.astype(int)).sum() > 0
+
+
+def test_expert_replay_is_judged_success_and_doing_nothing_failure(workspace, station):
+    from datafarm.piper.real_eval import JudgeOperator, RealEvalRun, run_real_trials
+    from datafarm.policy.controls import ActionReplay, DoNothing, recorded_actions
+
+    episode = _kept(workspace)
+    seed = episode["seed"]  # a training seed: the library directly (plan_real_eval would refuse it)
+    actions = recorded_actions(workspace / "episodes" / f"{episode['index']:06d}" / "sim")
+    operator = JudgeOperator(station)
+    replay = RealEvalRun(workspace, "expert-replay", "expert-replay", (seed,), time_limit_s=30.0, simulated=True)
+    [result] = run_real_trials(replay, station, ActionReplay(actions), operator)
+    assert result["success"] and result["end"] == "judge", result
+    looking = DoNothing()
+    looking.cameras = ("head",)  # render and record one view
+    nothing = RealEvalRun(workspace, "do-nothing", "do-nothing-on-a-training-seed", (seed,), time_limit_s=1.0, simulated=True)
+    [control] = run_real_trials(nothing, station, looking, operator)
+    assert not control["success"] and control["end"] == "time_limit" and control["steps"] == 30, control
+    assert control["notes"].startswith("judge:")
+    dataset = workspace / control["episode"]
+    assert _episode_frames(dataset) == 30 and _episode_frames(workspace / result["episode"]) == result["steps"]
+    assert set(control["videos"]) == {"head"} and (workspace / control["videos"]["head"]).stat().st_size > 0
+    assert (workspace / control["card"]).is_file()
+
+
+def test_a_nan_policy_is_estopped_and_ends_the_run(workspace, station):
+    from datafarm.piper.real_eval import JudgeOperator, RealEvalRun, run_real_trials
+
+    seeds = (1_000_100, 1_000_101)
+    run = RealEvalRun(workspace, "nan", "nan", seeds, time_limit_s=1.0, simulated=True)
+    with pytest.raises(SafetyStop, match="emergency-stopped"):
+        run_real_trials(run, station, _NaNPolicy(), JudgeOperator(station))
+    trial = json.loads(run.trial_file(seeds[0]).read_text())
+    assert trial["end"] == "estop" and not trial["success"] and "not finite at ['left_joint_4']" in trial["estop"]
+    assert trial["steps"] == 0 and trial["episode"] is None  # stopped before anything reached the rig
+    assert not run.trial_file(seeds[1]).exists()  # the run ended at the stop
+    assert station.trial.rig.step_count == 0
+
+
+def test_real_eval_flow_runs_trials_and_a_rerun_skips_them(workspace, prefect_harness):
+    from flows.real_eval import real_eval_flow
+
+    summary = real_eval_flow(str(workspace), "do-nothing", episodes=2, simulated=True, time_limit_s=1.0)
+    assert summary["trials"] == 2 and summary["successes"] == 0 and summary["wilson_high"] < 0.9
+    folder = workspace / "evals-real" / "do-nothing"
+    trials = sorted(folder.glob("trials/*.json"))
+    assert [int(p.stem) for p in trials] == json.loads((folder / "eval.json").read_text())["seeds"]
+    assert all((folder / "episodes" / p.stem / "meta" / "info.json").is_file() for p in trials)
+    assert all((folder / "cards" / f"{p.stem}.png").is_file() for p in trials)
+    from prefect.artifacts import Artifact
+
+    artifact = Artifact.get(f"eval-real-{workspace.name}-do-nothing")
+    assert artifact is not None and "Wilson 95%" in artifact.data and "| failure | time_limit |" in artifact.data
+    written = [p.stat().st_mtime_ns for p in trials]
+    again = real_eval_flow(str(workspace), "do-nothing", episodes=2, simulated=True, time_limit_s=1.0)
+    assert again["trials"] == 2 and [p.stat().st_mtime_ns for p in trials] == written
