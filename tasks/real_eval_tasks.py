@@ -38,9 +38,10 @@ def summary_task(run: RealEvalRun) -> dict:
     """Publish success with its Wilson interval, every trial's verdict and links to its videos; return it."""
     summary = summarize(run)
     lines = [f"# {'simulated' if run.simulated else 'real'} evaluation of {run.name}",
-             f"success {summary['successes']}/{summary['trials']} ({summary['rate']:.0%}), Wilson 95% "
-             f"[{summary['wilson_low']:.0%}, {summary['wilson_high']:.0%}]; {summary['estops']} emergency stop(s); "
-             f"{summary['planned']} trials planned", "",
+             (f"success {summary['successes']}/{summary['trials']} ({summary['rate']:.0%}), Wilson 95% "
+              f"[{summary['wilson_low']:.0%}, {summary['wilson_high']:.0%}]; {summary['estops']} emergency stop(s); "
+              f"{summary['planned']} trials planned"),
+             "",
              "| trial | seed | verdict | end | steps | notes | videos |", "|---|---|---|---|---|---|---|"]
     for row in summary["results"]:
         videos = " ".join(f"[{camera}]({(Path(run.workspace_root) / path).resolve().as_uri()})"

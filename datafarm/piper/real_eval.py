@@ -160,7 +160,12 @@ class RealTrialResult:
 def plan_real_eval(workspace: Workspace, policy: str, episodes_count: int, time_limit_s: float = DEFAULT_TIME_LIMIT_S,
                    simulated: bool = False, seed_start: int | None = None) -> RealEvalRun:
     """Pick the evaluation seeds (never a training seed) and write eval.json; moves nothing."""
-    from datafarm.policy.evaluate import EVAL_SEED_START, evaluation_seeds, policy_name, task_name
+    from datafarm.policy.evaluate import (
+        EVAL_SEED_START,
+        evaluation_seeds,
+        policy_name,
+        task_name,
+    )
 
     start = EVAL_SEED_START if seed_start is None else seed_start
     seeds = evaluation_seeds(workspace, policy, episodes_count, start)

@@ -44,7 +44,7 @@ def station(workspace):
 
 
 def _kept(root: Path) -> dict:
-    return json.loads(sorted((root / "episodes").glob("*/result.json"))[0].read_text())
+    return json.loads(min((root / "episodes").glob("*/result.json")).read_text())
 
 
 def _episode_frames(root: Path) -> int:
