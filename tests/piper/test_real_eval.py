@@ -18,7 +18,8 @@ import pytest
 from datafarm.errors import SafetyStop
 from datafarm.workspace import Workspace
 
-pytestmark = pytest.mark.slow  # every test here needs the farmed workspace (a session fixture: minutes)
+# Tests taking `workspace` are slow: they need the farmed workspace (a session fixture: minutes).
+pytestmark = pytest.mark.filterwarnings("ignore:The 'bustype' argument is deprecated:DeprecationWarning")
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +64,38 @@ class _NaNPolicy:
         return action
 
 
+def test_the_head_camera_projects_its_target_to_the_image_centre():
+    from datafarm.errors import BadInput
+    from datafarm.piper.placement_card import project_to_head
+    from datafarm.sim.config import load_rig_config
+
+    camera = load_rig_config().cameras["head"]
+    target, eye = np.array(camera.target), np.array(camera.eye)
+    pixels = project_to_head(np.array([target]), camera, (2 * camera.width, 2 * camera.height))
+    assert np.allclose(pixels[0], [camera.width, camera.height], atol=1e-6)  # the centre of an image twice the size
+    with pytest.raises(BadInput, match="behind the head camera"):
+        project_to_head(np.array([eye - (target - eye)]), camera, (camera.width, camera.height))
+
+
+def test_preflight_moves_the_real_pair_slowly_to_the_start_pose(fake_pair):
+    from datafarm.piper.eval_station import START_TOLERANCE, check_and_home, rest_pose
+
+    fakes, connect = fake_pair
+    start = rest_pose()
+    off = start[:6].copy()
+    off[0] += 0.2
+    fakes["left"].set_state(off)
+    pair = connect()
+    result = check_and_home(pair, start, 30, real_time=True)
+    assert result.ticks >= 0.2 / pair.safety.config.max_step_rad  # ramped by the change cap, not one jump
+    assert result.start_error < START_TOLERANCE and result.feedback_age_s < 0.1
+    assert abs(fakes["left"].joints_rad()[0] - start[0]) < START_TOLERANCE
+    pair.emergency_stop("test")  # negative control: a latched stop fails the preflight
+    with pytest.raises(SafetyStop, match="emergency-stopped"):
+        check_and_home(pair, start, 30, real_time=True)
+
+
+@pytest.mark.slow
 def test_placement_cards_differ_between_seeds(workspace, tmp_path):
     from PIL import Image
 
@@ -78,6 +111,7 @@ def test_placement_cards_differ_between_seeds(workspace, tmp_path):
     assert np.abs(first.astype(int) - other.astype(int)).sum() > 0
 
 
+@pytest.mark.slow
 def test_expert_replay_is_judged_success_and_doing_nothing_failure(workspace, station):
     from datafarm.piper.real_eval import JudgeOperator, RealEvalRun, run_real_trials
     from datafarm.policy.controls import ActionReplay, DoNothing, recorded_actions
@@ -101,6 +135,7 @@ def test_expert_replay_is_judged_success_and_doing_nothing_failure(workspace, st
     assert (workspace / control["card"]).is_file()
 
 
+@pytest.mark.slow
 def test_a_nan_policy_is_estopped_and_ends_the_run(workspace, station):
     from datafarm.piper.real_eval import JudgeOperator, RealEvalRun, run_real_trials
 
@@ -115,6 +150,7 @@ def test_a_nan_policy_is_estopped_and_ends_the_run(workspace, station):
     assert station.trial.rig.step_count == 0
 
 
+@pytest.mark.slow
 def test_real_eval_flow_runs_trials_and_a_rerun_skips_them(workspace, prefect_harness):
     from flows.real_eval import real_eval_flow
 
