@@ -17,7 +17,8 @@ Nothing resumes on its own: the SDK's resume (``0x02``) cuts motor power and the
 :meth:`PiperPair.resume_after_estop` requires ``operator_confirmed=True``.
 
 ``dry_run=True``: the arms are opened and read, the safety layer and watchdog run, every command is
-logged and kept in :attr:`PiperPair.commands`, and no frame is sent (not even enable or emergency stop).
+logged and kept in :attr:`PiperPair.commands` (the policy's targets in :attr:`PiperPair.targets`), and no
+frame is sent (not even enable or emergency stop); :meth:`PiperPair.plot_commands` draws both as a PNG.
 
 Versions: piper_sdk 0.6.x with python-can >= 4.4, < 5 (the SDK passes ``bustype``, removed in 5).
 """
@@ -30,6 +31,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal, NoReturn
 
 import numpy as np
@@ -217,6 +219,7 @@ class PiperPair(ArmPair):
         self.arms = {side: PiperArm(self.config.can_name(side), self.config) for side in SIDES}
         self.safety = safety
         self.commands: deque[tuple[float, np.ndarray]] = deque(maxlen=100_000)  # (time, sent 14-D command)
+        self.targets: deque[tuple[float, np.ndarray]] = deque(maxlen=100_000)  # (time, the policy's 14-D target)
         self._lock = threading.RLock()  # the SDK's senders are not thread-safe; the watchdog sends too
         self._estop_reason: str | None = None
         self._last_act: float | None = None  # monotonic time of the last command: the loop's deadline
@@ -251,6 +254,7 @@ class PiperPair(ArmPair):
                 self._trip(f"the control loop missed its deadline: {1000 * (now - self._last_act):.0f} ms "
                            f"between commands (limit {1000 * self.config.watchdog.deadline_s:.0f} ms)")
             observation = self._read_checked()
+            self.targets.append((time.time(), np.array(target, dtype=float).reshape(-1)))
             try:
                 safe = self.safety.filter(target, observation.position)
             except SafetyStop as stop:
@@ -308,6 +312,12 @@ class PiperPair(ArmPair):
     @property
     def estopped(self) -> str | None:
         return self._estop_reason
+
+    def plot_commands(self, path: Path | str) -> Path:
+        """The dry run's plot: each axis's policy target vs the safety layer's command over time, as a PNG."""
+        from datafarm.piper.command_plot import plot_commands
+
+        return plot_commands(list(self.targets), list(self.commands), path)
 
     # -- the watchdog -----------------------------------------------------------------------------------
     def problems(self, readings: dict[str, ArmReading] | None = None) -> list[str]:
