@@ -15,6 +15,9 @@ big-endian), at the SDK's units (joints in 0.001 deg, gripper opening in 0.001 m
 * **motion**: each enabled joint moves toward its target by a first-order lag (``time_constant_s``)
   capped at ``max_joint_speed_rad_s`` x the commanded speed percentage; joint targets only count in
   CAN control mode with MOVE J, clipped to the SDK's joint limits like the real firmware's;
+* **the joint backend** (:class:`JointBackend`): by default the first-order model above; a backend given
+  to the constructor (e.g. :class:`datafarm.piper.rig_firmware.RigArmBackend`, an arm of the SAPIEN rig)
+  takes each tick's targets instead and reports the joints the feedback frames carry;
 * **faults on demand** (for watchdog tests): :meth:`inject_fault` (arm status, error code, a joint's
   collision bit), :meth:`pause_feedback` (the stream stops), :meth:`drop_frames` (a fraction of the
   feedback frames, drawn by a seeded generator, never leaves).
@@ -42,7 +45,7 @@ import threading
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
-from typing import Self
+from typing import Protocol, Self
 
 import can
 
@@ -95,6 +98,19 @@ class FakeFirmwareConfig:
     initial_gripper_m: float = 0.04
 
 
+class JointBackend(Protocol):
+    """What moves the joints: the firmware's tick hands it the arm's targets and reads the joints back.
+
+    ``drive`` is called once per firmware tick (200 Hz) with the firmware's lock held, so it must be quick
+    (set a target, no physics): a backend stepping a simulation does so from its own single owner."""
+
+    def drive(self, targets: list[float], gripper_target: float, moving: bool) -> None:
+        """The targets (6 rad, m) to follow; `moving` False: hold (motors off or emergency stop)."""
+
+    def measured(self) -> tuple[list[float], float]:
+        """The six joints (rad) and the gripper opening (m) the feedback reports now."""
+
+
 @dataclass
 class _ArmModel:
     """The simulated arm, in floats (rad, m); encoded to the SDK's integers on the way out."""
@@ -121,14 +137,17 @@ class _ArmModel:
 class FakePiperFirmware:
     """One fake arm on one virtual CAN channel. ``start()`` opens the bus and the thread; ``stop()`` ends both."""
 
-    def __init__(self, channel: str, config: FakeFirmwareConfig | None = None):
+    def __init__(self, channel: str, config: FakeFirmwareConfig | None = None, backend: JointBackend | None = None):
         self.channel = channel
         self.config = config or FakeFirmwareConfig()
+        self.backend = backend  # None: the first-order model in _step
         self.received: Counter[int] = Counter()  # frames received, by CAN id
         self.sent: Counter[int] = Counter()  # feedback frames sent, by CAN id
         self.received_log: deque[tuple[float, int, bytes]] = deque(maxlen=4096)
         self.drops = 0  # times the "resume" cut power to enabled motors (a real arm falls)
-        self._arm = _ArmModel(list(self.config.initial_joints_rad), self.config.initial_gripper_m)
+        joints, gripper = backend.measured() if backend else (list(self.config.initial_joints_rad),
+                                                              self.config.initial_gripper_m)
+        self._arm = _ArmModel(list(joints), gripper)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -324,6 +343,12 @@ class FakePiperFirmware:
 
     def _step(self, dt: float) -> None:
         arm = self._arm
+        if self.backend is not None:
+            moving = not arm.estopped and all(arm.motors_enabled)
+            self.backend.drive(list(arm.targets), arm.gripper_target, moving)
+            joints, arm.gripper = self.backend.measured()
+            arm.joints = list(joints)
+            return
         if arm.estopped:
             return
         max_step = self.config.max_joint_speed_rad_s * arm.speed_pct / 100 * dt
