@@ -20,8 +20,9 @@ real mode (wall-clock pacing, ``simulated = False``). Cameras: the frames are re
 rig (as SimStation does) rather than through lerobot's camera classes, which have no simulated device.
 
 Limits: the firmware's speed percentage is not modelled on the rig (the rig's own joint velocity limits
-apply); the rig does not advance while the loop is stopped, so a stalled loop shows as frozen joints
-with fresh feedback, not as stale feedback.
+apply). A rig loop that dies (an exception in the step, e.g. the scene's step limit) makes both firmwares
+report error code 0x0001, which the watchdog turns into an emergency stop; the reason is logged and kept
+in :attr:`RigLoop.failure`.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+RIG_FAILURE_ERR_CODE = 0x0001  # reported by both firmwares when the rig loop dies (the joint-communication bit)
+
 
 class RigLoop:
     """Steps `rig` at its control rate from one thread; the arms' backends hand it targets and read joints."""
@@ -64,6 +67,8 @@ class RigLoop:
         self._data_lock = threading.Lock()  # targets and snapshot only: never held across a SAPIEN call
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.failure: str | None = None  # why the loop stopped stepping on its own (e.g. the episode's step limit)
+        self.on_failure: list[Callable[[str], None]] = []  # told once, from the loop's thread
 
     def backend(self, side: str) -> RigArmBackend:
         if side not in SIDES:
@@ -120,9 +125,12 @@ class RigLoop:
         while not self._stop.is_set():
             try:
                 self.step_once()
-            except Exception:  # a dead loop must not look like a frozen arm with fresh feedback
-                log.exception("the rig loop failed; the simulated arms stop moving")
-                raise
+            except Exception as error:  # a dead loop must not look like a frozen arm with fresh feedback
+                self.failure = f"the simulated rig stopped stepping: {type(error).__name__}: {error}"
+                log.exception("%s", self.failure)
+                for tell in self.on_failure:
+                    tell(self.failure)
+                return
             next_tick += period
             delay = next_tick - time.monotonic()
             if delay < -period / 2:  # behind (a busy machine): count it, do not burst to catch up
@@ -236,6 +244,8 @@ class HilStation(Station):
                                                   backend=self.loop.backend(side)) for side in SIDES}
         for firmware in self.firmwares.values():
             firmware.start()
+        # the rig stopped (e.g. the scene's step limit): the firmwares report an error, the watchdog stops the arms
+        self.loop.on_failure.append(self._report_rig_failure)
         self.loop.start()
         config = self.config.model_copy(update={"left_can": self.firmwares["left"].channel,
                                                 "right_can": self.firmwares["right"].channel})
@@ -245,6 +255,10 @@ class HilStation(Station):
         self._pair.connect()
         log.info("hardware in the loop: PiperPair on %s / %s drives the rig (%s)", config.left_can,
                  config.right_can, label)
+
+    def _report_rig_failure(self, reason: str) -> None:
+        for firmware in self.firmwares.values():
+            firmware.inject_fault(err_code=RIG_FAILURE_ERR_CODE)
 
     def _tear_down(self) -> None:
         if self._pair is not None:

@@ -117,3 +117,35 @@ def test_real_mode_trials_on_the_rig_replay_succeeds_and_doing_nothing_fails(hil
         assert not control["success"] and control["end"] == "time_limit" and control["notes"].startswith("judge:")
     finally:
         station.close()
+
+
+def test_a_dead_rig_loop_reports_an_error_and_the_watchdog_stops_the_arms(channel_name):
+    from datafarm.piper.rig_firmware import RIG_FAILURE_ERR_CODE
+    from datafarm.sim.rig import DualArmRig
+
+    rig = DualArmRig.create(load_rig_config().model_copy(update={"cameras": {}}))
+
+    def step_limited(action):  # a scene with a step limit, as a trial's TaskEnv.step has
+        if rig.step_count >= 10:
+            raise RuntimeError("episode reached its limit of 10 steps")
+        return rig.step(action)
+
+    loop = RigLoop(rig, step_limited)
+    fakes = {side: FakePiperFirmware(channel_name(f"dead-{side}"), backend=loop.backend(side)).start()
+             for side in ("left", "right")}
+    loop.on_failure.append(lambda _: [f.inject_fault(err_code=RIG_FAILURE_ERR_CODE) for f in fakes.values()])
+    config = PiperPairConfig(left_can=fakes["left"].channel, right_can=fakes["right"].channel, bustype="virtual",
+                             watchdog=LOADED_MACHINE)
+    pair = PiperPair(config, SafetyLayer(config.safety, rig=rig.config, model=rig.model))
+    try:
+        pair.connect()  # before the loop runs: the rig is still alive (negative control)
+        assert pair.estopped is None and loop.failure is None
+        loop.start()
+        assert wait_until(lambda: pair.estopped is not None, 3.0), "the watchdog did not stop the arms"
+        assert "10 steps" in loop.failure and f"0x{RIG_FAILURE_ERR_CODE:04X}" in pair.estopped
+        assert rig.step_count == 10 and not loop.running
+    finally:
+        pair.disconnect()
+        loop.stop()
+        for fake in fakes.values():
+            fake.stop()
