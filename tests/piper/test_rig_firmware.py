@@ -30,6 +30,8 @@ pytestmark = pytest.mark.filterwarnings("ignore:The 'bustype' argument is deprec
 # A loaded CI machine steps SAPIEN, two 200 Hz firmwares and the SDK's readers on two cores: the watchdog
 # gets a wider margin here (the safety layer's limits are the defaults).
 LOADED_MACHINE = WatchdogConfig(max_feedback_age_s=0.25, min_feedback_hz=40.0, deadline_s=0.5)
+# With the judge as the operator, its sandboxed verdict (every second) runs inside the control loop.
+JUDGED_LOOP = LOADED_MACHINE.model_copy(update={"deadline_s": 3.0})
 
 
 def test_can_commands_drive_the_rig_and_the_feedback_reports_it(channel_name):
@@ -101,7 +103,7 @@ def test_real_mode_trials_on_the_rig_replay_succeeds_and_doing_nothing_fails(hil
     ws = Workspace.open(workspace)
     setup = trial_setup(ws)
     station = HilStation(setup, TrialJudge(setup.package, workspace / ".judge-hil", [ws.path("expert")]),
-                         PiperPairConfig(watchdog=LOADED_MACHINE), owns_judge=True)
+                         PiperPairConfig(watchdog=JUDGED_LOOP), owns_judge=True)
     try:
         episode = json.loads(min((workspace / "episodes").glob("*/result.json")).read_text())
         seed = episode["seed"]  # the expert's recorded actions belong to their own seed
