@@ -41,6 +41,7 @@ from datafarm.piper.arm_pair import ArmPair
 from datafarm.piper.driver import PiperPair, PiperPairConfig
 from datafarm.piper.eval_station import PreflightResult, Station, check_and_home
 from datafarm.piper.fake_firmware import FakePiperFirmware
+from datafarm.piper.safety import SafetyLayer
 from datafarm.sim.rig import DualArmRig
 from datafarm.sim.spaces import JOINTS_PER_ARM, SIDES, arm_slice
 
@@ -199,8 +200,6 @@ class HilStation(Station):
 
     def preflight(self) -> PreflightResult:
         """The real preflight (fresh feedback, no error, slow move) on the rest-pose rig through the CAN stack."""
-        from datafarm.sim.rig import DualArmRig
-
         rig = DualArmRig.create(self.setup.rig_config.model_copy(update={"cameras": {}}))
         rig.reset(rig.rest_state() + 0.1)
         self._bring_up(rig, None, "preflight")
@@ -249,8 +248,6 @@ class HilStation(Station):
         self.loop.start()
         config = self.config.model_copy(update={"left_can": self.firmwares["left"].channel,
                                                 "right_can": self.firmwares["right"].channel})
-        from datafarm.piper.safety import SafetyLayer
-
         self._pair = PiperPair(config, SafetyLayer(config.safety, rig=rig.config, model=rig.model))
         self._pair.connect()
         log.info("hardware in the loop: PiperPair on %s / %s drives the rig (%s)", config.left_can,
