@@ -8,6 +8,8 @@ feeds lerobot's own observation conversion, pre-processor, ``select_action`` and
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,7 +83,9 @@ def load_lerobot_policy(folder: Path | str, device: str = "cpu", instruction: st
     config.device = device
     if hasattr(config, "pretrained_backbone_weights"):
         config.pretrained_backbone_weights = None  # the checkpoint holds the trained backbone: load nothing else
-    policy = get_policy_class(config.type).from_pretrained(checkpoint, config=config)
+    with contextlib.redirect_stdout(io.StringIO()) as printed:  # lerobot prints "Loading weights ..." per load
+        policy = get_policy_class(config.type).from_pretrained(checkpoint, config=config)
+    log.debug("lerobot: %s", printed.getvalue().strip())
     policy.eval()
     overrides = {"device_processor": {"device": device}}
     preprocessor, postprocessor = make_pre_post_processors(config, pretrained_path=str(checkpoint),

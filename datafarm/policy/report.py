@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
+from datafarm.cameras import CAMERAS
 from datafarm.policy.evaluate import CONTROLS, EVALS
 from datafarm.workspace import Workspace
 
@@ -128,7 +129,8 @@ def _trial_media(workspace: Workspace, folder: Path, record: dict, trials: list[
             continue
         frames = read_video(workspace.path(trial["video"]))
         times = np.arange(len(frames)) / 30.0
-        sheet = contact_sheet({"head | left | right": frames}, times, columns=6,
+        views = " | ".join(record.get("spec", {}).get("cameras", CAMERAS))  # a trial films the policy's views
+        sheet = contact_sheet({views: frames}, times, columns=6,
                               title=f"{record['name']} / {record['appearance']} seed {trial['seed']}: {trial['end']}")
         name = f"{record['name']}-{record['appearance']}-{trial['seed']}.png"
         sheet.save(folder / name)
