@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from datafarm.cameras import CAMERAS
 from datafarm.errors import Refused
 from datafarm.policy.appearances import TRAINING_MAX_TINT_RATIO, UNSEEN_SET, unseen_appearance
 from datafarm.policy.evaluate import EVAL_SEED_START, evaluate, evaluation_seeds, training_seeds
