@@ -33,6 +33,7 @@ from typing import Self
 
 import numpy as np
 
+from datafarm.errors import SafetyStop
 from datafarm.piper.safety import SafeCommand
 from datafarm.sim.spaces import AXIS_NAMES
 
@@ -46,6 +47,12 @@ class PairObservation:
 
     def as_dict(self) -> dict[str, float]:
         return {name: float(value) for name, value in zip(AXIS_NAMES, self.position)}
+
+
+def emergency_stopped(reason: str | None) -> SafetyStop:
+    """The error every command raises while an emergency stop is latched, with the operator's way out."""
+    return SafetyStop(f"both arms are emergency-stopped: {reason}. Find and fix the cause, support both arms, "
+                      "then call resume_after_estop(operator_confirmed=True)")
 
 
 class ArmPair(ABC):

@@ -38,7 +38,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from datafarm.errors import SafetyStop, Unavailable
-from datafarm.piper.arm_pair import ArmPair, PairObservation
+from datafarm.piper.arm_pair import ArmPair, PairObservation, emergency_stopped
 from datafarm.piper.safety import SafeCommand, SafetyConfig, SafetyLayer
 from datafarm.sim.spaces import JOINTS_PER_ARM, SIDES, arm_slice
 
@@ -354,13 +354,11 @@ class PiperPair(ArmPair):
 
     def _trip(self, reason: str) -> NoReturn:
         self.emergency_stop(reason)
-        raise SafetyStop(f"both arms are emergency-stopped: {self._estop_reason}. Find and fix the cause, support "
-                         "both arms, then call resume_after_estop(operator_confirmed=True)")
+        raise emergency_stopped(self._estop_reason)
 
     def _raise_if_stopped(self) -> None:
         if self._estop_reason is not None:
-            raise SafetyStop(f"both arms are emergency-stopped: {self._estop_reason}. Find and fix the cause, support "
-                             "both arms, then call resume_after_estop(operator_confirmed=True)")
+            raise emergency_stopped(self._estop_reason)
         if not self._connected:
             raise SafetyStop("the PiPER pair is not connected: call connect() first")
 

@@ -31,7 +31,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from datafarm.errors import SafetyStop, Unavailable
-from datafarm.piper.arm_pair import ArmPair, PairObservation
+from datafarm.piper.arm_pair import ArmPair, PairObservation, emergency_stopped
 from datafarm.piper.safety import SafeCommand, SafetyConfig, SafetyLayer
 from datafarm.sim.rig import DualArmRig
 from datafarm.sim.spaces import DOF, SIDES
@@ -160,13 +160,11 @@ class SimPair(ArmPair):
 
     def _trip(self, reason: str) -> NoReturn:
         self.emergency_stop(reason)
-        raise SafetyStop(f"both arms are emergency-stopped: {self._estop_reason}. Find and fix the cause, support "
-                         "both arms, then call resume_after_estop(operator_confirmed=True)")
+        raise emergency_stopped(self._estop_reason)
 
     def _raise_if_stopped(self) -> None:
         if self._estop_reason is not None:
-            raise SafetyStop(f"both arms are emergency-stopped: {self._estop_reason}. Find and fix the cause, support "
-                             "both arms, then call resume_after_estop(operator_confirmed=True)")
+            raise emergency_stopped(self._estop_reason)
         if not self._connected:
             raise SafetyStop("the simulated PiPER pair is not connected: call connect() first")
 
