@@ -98,14 +98,15 @@ def render_for_arm(source: Workspace, workspace: Workspace, arm: str, index: int
     staging.rename(target)
 
 
-def run_arm(workspace: Workspace, arm: str, preset: str, trials: int, workers: int) -> list[dict]:
-    from datafarm.policy.evaluate import evaluate
+def run_arm(workspace: Workspace, arm: str, preset: str, trials: int, workers: int,
+            n_action_steps: int | None = None) -> list[dict]:
+    from datafarm.policy.evaluate import evaluate, policy_name
     from datafarm.policy.train import train_policy
 
     folder = train_policy(workspace.root, "act", preset).folder
     for appearance in ("original", "unseen"):
-        evaluate(workspace, str(folder), trials, appearance, workers=workers)
-    return table_rows(workspace, arm, lambda policy: policy == folder.name)
+        evaluate(workspace, str(folder), trials, appearance, workers=workers, n_action_steps=n_action_steps)
+    return table_rows(workspace, arm, lambda policy: policy == policy_name(str(folder), n_action_steps))
 
 
 def table_rows(workspace: Workspace, arm: str, wanted) -> list[dict]:
@@ -115,9 +116,9 @@ def table_rows(workspace: Workspace, arm: str, wanted) -> list[dict]:
 
 
 def print_table(rows: list[dict]) -> None:
-    print(f"{'arm':14s} {'policy':16s} {'appearance':10s} {'success':>9s} {'rate':>6s}  Wilson 95%")
+    print(f"{'arm':14s} {'policy':20s} {'appearance':10s} {'success':>9s} {'rate':>6s}  Wilson 95%")
     for r in rows:
-        print(f"{r['arm']:14s} {r['policy']:16s} {r['appearance']:10s} {r['successes']:>4d}/{r['trials']:<4d} "
+        print(f"{r['arm']:14s} {r['policy']:20s} {r['appearance']:10s} {r['successes']:>4d}/{r['trials']:<4d} "
               f"{100 * r['rate']:5.0f}%  [{100 * r['low']:.0f}%, {100 * r['high']:.0f}%]")
 
 
@@ -137,11 +138,11 @@ def comparison(args) -> None:
     for arm in protocol["arms"]:
         # the farm arm IS the delivery: its policy trains in WS itself (`datafarm train WS` shares it)
         workspace = source if arm == "farm" else derive_workspace(source, arm, episodes)
-        rows += run_arm(workspace, arm, protocol["preset"], trials, protocol["workers"])
+        rows += run_arm(workspace, arm, protocol["preset"], trials, protocol["workers"], args.n_action_steps)
     for size in protocol["curve"]:
         if size < len(episodes):
             subset = derive_workspace(source, f"farm-{size}", episodes[:size])
-            rows += run_arm(subset, f"farm-{size}", protocol["preset"], trials, protocol["workers"])
+            rows += run_arm(subset, f"farm-{size}", protocol["preset"], trials, protocol["workers"], args.n_action_steps)
     print_table(rows)
 
 
@@ -177,6 +178,8 @@ def main() -> None:
     parser.add_argument("workspace", nargs="?", type=Path)
     parser.add_argument("--protocol", choices=sorted(PROTOCOLS), default="cpu")
     parser.add_argument("--trials", type=int, default=None, help="trials per cell (default: the protocol's)")
+    parser.add_argument("--n-action-steps", type=int, default=None,
+                        help="actions run per prediction in evaluation (default: the checkpoint's)")
     parser.add_argument("--blind-replay", action="store_true", help="only measure blind replay per reference task")
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--tasks", nargs="*")

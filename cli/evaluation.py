@@ -24,6 +24,9 @@ def eval_policy(
     controls: bool = typer.Option(True, "--controls/--no-controls", help="Also run do-nothing, blind replay and "
                                                                           "the expert on the same seeds."),
     time_limit: float = typer.Option(None, "--time-limit", help="Cap each trial below the task's limit (s)."),
+    n_action_steps: int = typer.Option(None, "--n-action-steps", help="Actions of each predicted chunk run before "
+                                       "the policy looks again (default: the checkpoint's); the evaluation is "
+                                       "named <policy>-replan<K>."),
 ) -> None:
     """Run the policy closed-loop on unseen seeds of WS's task; reruns skip finished trials."""
     from datafarm.policy.evaluate import EVAL_SEED_START
@@ -32,7 +35,8 @@ def eval_policy(
 
     Workspace.open(workspace)
     report = eval_sim_flow(str(workspace), policy, episodes, appearance, workers,
-                           EVAL_SEED_START if seed_start is None else seed_start, controls, time_limit)
+                           EVAL_SEED_START if seed_start is None else seed_start, controls, time_limit,
+                           n_action_steps=n_action_steps)
     _print_table(workspace)
     console.print(f"report: [bold]{report}[/bold]")
 

@@ -65,6 +65,7 @@ class EvalRun:
     videos: int = 2
     check_every_s: float = 1.0
     time_limit_s: float | None = None  # caps the task's limit (smoke runs)
+    n_action_steps: int | None = None  # actions run per prediction; None: the checkpoint's
 
     @property
     def folder(self) -> Path:
@@ -90,8 +91,12 @@ def run_batch_in_process(run: EvalRun, seeds: list[int], torch_threads: int | No
         return pool.submit(run_batch, run, seeds, torch_threads).result()
 
 
-def policy_name(policy: str) -> str:
-    return policy if policy in CONTROLS else Path(policy).resolve().name
+def policy_name(policy: str, n_action_steps: int | None = None) -> str:
+    """The evaluation's folder name: the control, or the policy folder's name (+ `-replan<K>` when it acts
+    K steps per prediction instead of its checkpoint's default)."""
+    if policy in CONTROLS:
+        return policy
+    return Path(policy).resolve().name + (f"-replan{n_action_steps}" if n_action_steps else "")
 
 
 def training_seeds(workspace: Workspace, policy: str) -> set[int]:
@@ -121,14 +126,16 @@ def evaluation_seeds(workspace: Workspace, policy: str, count: int, seed_start: 
 
 def evaluate(workspace: Workspace, policy: str, episodes_count: int = 50, appearance: str = "original",
              workers: int = 1, seed_start: int = EVAL_SEED_START, videos: int = 2,
-             check_every_s: float = 1.0, time_limit_s: float | None = None) -> list[dict]:
+             check_every_s: float = 1.0, time_limit_s: float | None = None,
+             n_action_steps: int | None = None) -> list[dict]:
     """Run (or resume) the evaluation; returns every trial's result (dicts of TrialResult)."""
     if appearance not in APPEARANCES:
         raise BadInput(f"unknown appearance {appearance!r}; choose one of {', '.join(APPEARANCES)}")
     if policy not in CONTROLS and not (Path(policy) / "policy.json").is_file():
         raise BadInput(f"{policy} is neither a trained policy folder (no policy.json) nor a control "
                        f"({', '.join(CONTROLS)}); train one with `datafarm train WS --policy act --preset cpu`")
-    run = plan_run(workspace, policy, episodes_count, appearance, seed_start, videos, check_every_s, time_limit_s)
+    run = plan_run(workspace, policy, episodes_count, appearance, seed_start, videos, check_every_s, time_limit_s,
+                   n_action_steps)
     pending = run.pending()
     log.info("eval %s (%s): %d of %d trials to run on %d worker(s)", run.name, appearance, len(pending),
              len(run.seeds), workers)
@@ -146,14 +153,17 @@ def evaluate(workspace: Workspace, policy: str, episodes_count: int = 50, appear
 
 def plan_run(workspace: Workspace, policy: str, episodes_count: int, appearance: str,
              seed_start: int = EVAL_SEED_START, videos: int = 2, check_every_s: float = 1.0,
-             time_limit_s: float | None = None) -> EvalRun:
+             time_limit_s: float | None = None, n_action_steps: int | None = None) -> EvalRun:
     """Check the seeds and write eval.json (what this evaluation is); nothing is simulated."""
     seeds = evaluation_seeds(workspace, policy, episodes_count, seed_start)
-    run = EvalRun(workspace.root, policy, policy_name(policy), appearance, tuple(seeds), videos, check_every_s,
-                  time_limit_s)
+    if n_action_steps is not None and policy in CONTROLS:
+        raise BadInput(f"--n-action-steps applies to a trained policy, not to the control {policy!r}")
+    run = EvalRun(workspace.root, policy, policy_name(policy, n_action_steps), appearance, tuple(seeds), videos,
+                  check_every_s, time_limit_s, n_action_steps)
     record = {"policy": str(policy), "name": run.name, "appearance": appearance, "seed_start": seed_start,
               "seeds": seeds, "task": task_name(workspace),
-              "training_seed_count": len(training_seeds(workspace, policy)), "time_limit_s": time_limit_s}
+              "training_seed_count": len(training_seeds(workspace, policy)), "time_limit_s": time_limit_s,
+              "n_action_steps": n_action_steps}
     if policy not in CONTROLS:
         from datafarm.policy.spec import load_policy_spec
 
@@ -199,7 +209,7 @@ def run_batch(run: EvalRun, seeds: list[int], torch_threads: int | None = None) 
                 _write(run, expert_trial(workspace, setup, seed, run.appearance))
                 done += 1
             return done
-        policy = load_policy(workspace, setup, run.policy)
+        policy = load_policy(workspace, setup, run.policy, run.n_action_steps)
         hidden = [workspace.path("expert")] + ([Path(run.policy).resolve()] if run.policy not in CONTROLS else [])
         with TrialJudge(setup.package, run.folder / ".judge" / str(min(seeds, default=0)), hidden) as judge:
             for seed in seeds:
@@ -210,7 +220,7 @@ def run_batch(run: EvalRun, seeds: list[int], torch_threads: int | None = None) 
     return done
 
 
-def load_policy(workspace: Workspace, setup: TrialSetup, policy: str):
+def load_policy(workspace: Workspace, setup: TrialSetup, policy: str, n_action_steps: int | None = None):
     from datafarm.policy.controls import ActionReplay, DoNothing, recorded_actions
 
     if policy == "do-nothing":
@@ -219,7 +229,7 @@ def load_policy(workspace: Workspace, setup: TrialSetup, policy: str):
         return ActionReplay(recorded_actions(workspace.path(blind_replay_source(workspace))))
     from datafarm.policy.inference import load_lerobot_policy
 
-    return load_lerobot_policy(policy, instruction=setup.package.info.instruction)
+    return load_lerobot_policy(policy, instruction=setup.package.info.instruction, n_action_steps=n_action_steps)
 
 
 def expert_trial(workspace: Workspace, setup: TrialSetup, seed: int, appearance: str) -> TrialResult:

@@ -68,8 +68,14 @@ class LerobotPolicyRunner:
         return action.detach().to("cpu").numpy().reshape(-1).astype(np.float32)
 
 
-def load_lerobot_policy(folder: Path | str, device: str = "cpu", instruction: str = "") -> LerobotPolicyRunner:
-    """Load ``folder`` (a trained policy folder with policy.json) for inference on ``device``."""
+def load_lerobot_policy(folder: Path | str, device: str = "cpu", instruction: str = "",
+                        n_action_steps: int | None = None) -> LerobotPolicyRunner:
+    """Load ``folder`` (a trained policy folder with policy.json) for inference on ``device``.
+
+    ``n_action_steps``: how many actions of each predicted chunk run before the policy looks again
+    (default: the checkpoint's). Training never reads it, so a policy trained with chunk 50 can replan
+    every 10 steps: closed loop where the task needs it (a grasp), at 5x the inference cost.
+    """
     from lerobot.configs.policies import PreTrainedConfig
     from lerobot.policies.factory import get_policy_class, make_pre_post_processors
 
@@ -83,6 +89,8 @@ def load_lerobot_policy(folder: Path | str, device: str = "cpu", instruction: st
     config.device = device
     if hasattr(config, "pretrained_backbone_weights"):
         config.pretrained_backbone_weights = None  # the checkpoint holds the trained backbone: load nothing else
+    if n_action_steps is not None:
+        config.n_action_steps = checked_action_steps(config, n_action_steps)
     with contextlib.redirect_stdout(io.StringIO()) as printed:  # lerobot prints "Loading weights ..." per load
         policy = get_policy_class(config.type).from_pretrained(checkpoint, config=config)
     log.debug("lerobot: %s", printed.getvalue().strip())
@@ -90,6 +98,20 @@ def load_lerobot_policy(folder: Path | str, device: str = "cpu", instruction: st
     overrides = {"device_processor": {"device": device}}
     preprocessor, postprocessor = make_pre_post_processors(config, pretrained_path=str(checkpoint),
                                                            preprocessor_overrides=overrides)
-    log.info("loaded %s policy from %s (%d steps, cameras %s at %s)", spec.policy_type, checkpoint, spec.steps,
-             spec.cameras, spec.image_size)
+    log.info("loaded %s policy from %s (%d steps, cameras %s at %s, %s actions per prediction)", spec.policy_type,
+             checkpoint, spec.steps, spec.cameras, spec.image_size, getattr(config, "n_action_steps", 1))
     return LerobotPolicyRunner(spec, policy, preprocessor, postprocessor, instruction)
+
+
+def checked_action_steps(config, n_action_steps: int) -> int:
+    """``n_action_steps`` if the policy's predicted chunk holds that many actions, else a BadInput."""
+    if not hasattr(config, "n_action_steps"):
+        raise BadInput(f"a {config.type} policy predicts one action at a time: drop --n-action-steps")
+    if getattr(config, "temporal_ensemble_coeff", None) is not None and n_action_steps != 1:
+        raise BadInput("this ACT checkpoint uses temporal ensembling, which acts on every step: drop --n-action-steps")
+    # ACT predicts chunk_size actions; Diffusion's usable ones start at its last observation step
+    chunk = config.chunk_size if hasattr(config, "chunk_size") else config.horizon - config.n_obs_steps + 1
+    if not 1 <= n_action_steps <= chunk:
+        raise BadInput(f"--n-action-steps {n_action_steps} is outside 1..{chunk}: the policy predicts {chunk} "
+                       f"actions at a time")
+    return n_action_steps

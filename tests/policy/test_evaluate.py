@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from datafarm.cameras import CAMERAS
-from datafarm.errors import Refused
+from datafarm.errors import BadInput, Refused
 from datafarm.policy.appearances import TRAINING_MAX_TINT_RATIO, UNSEEN_SET, unseen_appearance
-from datafarm.policy.evaluate import EVAL_SEED_START, evaluate, evaluation_seeds, training_seeds
+from datafarm.policy.evaluate import EVAL_SEED_START, evaluate, evaluation_seeds, plan_run, training_seeds
 from datafarm.policy.report import wilson_interval
 from datafarm.policy.spec import PolicySpec, write_policy_spec
 from datafarm.render.appearance import sample_appearance
@@ -51,6 +51,8 @@ def test_evaluation_seeds_never_overlap_training_seeds(tmp_path):
     with pytest.raises(Refused, match=str(EVAL_SEED_START + 3)):
         evaluation_seeds(workspace, str(policy), 5)
     assert evaluation_seeds(workspace, str(policy), 3) == [EVAL_SEED_START + i for i in range(3)]
+    with pytest.raises(BadInput, match="not to the control"):  # a control has no action chunks to shorten
+        plan_run(workspace, "blind-replay", 3, "original", n_action_steps=10)
 
 
 def test_wilson_interval():
@@ -185,7 +187,9 @@ def test_the_eval_sim_flow_runs_a_policy_and_a_control_under_prefect(prefect_har
     from flows.eval_sim import eval_sim_flow
 
     report = eval_sim_flow(str(workspace), str(smoke_policy), episodes=1, appearance="unseen", controls=False,
-                           time_limit_s=1.0, videos=0, seed_start=EVAL_SEED_START + 500)
+                           time_limit_s=1.0, videos=0, seed_start=EVAL_SEED_START + 500, n_action_steps=3)
     assert Path(report).is_file()
-    trials = list((workspace / "evals" / "act-smoke" / "unseen" / "trials").glob("*.json"))
+    folder = workspace / "evals" / "act-smoke-replan3" / "unseen"  # replanning every 3 steps is its own evaluation
+    assert json.loads((folder / "eval.json").read_text())["n_action_steps"] == 3
+    trials = list((folder / "trials").glob("*.json"))
     assert len(trials) == 1 and json.loads(trials[0].read_text())["seed"] >= EVAL_SEED_START + 500

@@ -169,6 +169,13 @@ def test_smoke_training_makes_a_policy_that_acts(farmed_workspace, tmp_path):
     with pytest.raises(BadInput, match="frames lack"):
         runner.act({"left_wrist": frames["left_wrist"]}, state)
 
+    replanning = load_lerobot_policy(folder, n_action_steps=3)  # runs 3 of each 10-action chunk, then looks again
+    replanning.reset()
+    replanning.act(frames, state)
+    assert len(replanning.policy._action_queue) == 2
+    with pytest.raises(BadInput, match="outside 1..10"):
+        load_lerobot_policy(folder, n_action_steps=11)
+
     again = train_policy(workspace, "act", "smoke")  # done already: nothing retrained
     assert again.wall_seconds == 0 and again.steps_done == 4
 
