@@ -62,6 +62,7 @@ class Preset(BaseModel):
     batch_size: int = Field(gt=0)
     num_workers: int = Field(ge=0)
     save_freq: int = Field(gt=0)  # checkpoint (and resume point) every this many steps
+    keep_checkpoints: int | None = Field(default=3, gt=0)  # the newest N stay on disk (None: all of them)
     log_freq: int = Field(gt=0)  # one loss-curve point every this many steps
     seed: int = 1000
     device: str | None = None  # "cpu", "cuda"; None: lerobot picks

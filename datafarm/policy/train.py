@@ -53,6 +53,7 @@ TRAINING_FILE = "training.json"
 LOSS_CURVE = "loss_curve.png"
 LOG_FILE = "train.log"
 PRESET_FILE = "preset.yaml"
+PRUNE_EVERY_S = 2.0
 
 
 class TrainingFailed(PermanentError):
@@ -88,6 +89,26 @@ def checkpoint_step(folder: Path) -> int:
     """The step of the last checkpoint in a policy folder (0 when there is none)."""
     state = Path(folder) / LAST_CHECKPOINT / "training_state" / "training_step.json"
     return int(json.loads(state.read_text())["step"]) if state.is_file() else 0
+
+
+def prune_checkpoints(folder: Path, keep: int | None) -> list[int]:
+    """Delete all but the newest `keep` checkpoints (with its optimizer state, the cpu ACT preset's checkpoint
+    is ~180 MB, one per save_freq steps); the one `last` points to always stays. Returns the deleted steps."""
+    checkpoints = Path(folder) / LEROBOT_OUTPUT / "checkpoints"
+    if keep is None or not checkpoints.is_dir():
+        return []
+    last = (checkpoints / "last").resolve() if (checkpoints / "last").exists() else None
+    steps = sorted((p for p in checkpoints.iterdir() if p.name.isdigit() and not p.is_symlink()),
+                   key=lambda p: int(p.name))
+    # lerobot writes <step>/ before pointing `last` at it: the newest folder may be unfinished, so only
+    # checkpoints older than `last` are candidates
+    old = [p for p in steps if last is not None and int(p.name) < int(last.name)]
+    deleted = old[:max(0, len(old) - (keep - 1))]
+    for path in deleted:
+        shutil.rmtree(path, ignore_errors=True)
+    if deleted:
+        log.info("%s: removed checkpoints %s (keeping the newest %d)", folder.name, [p.name for p in deleted], keep)
+    return [int(p.name) for p in deleted]
 
 
 def training_data(workspace_root: Path, preset: Preset) -> TrainingData:
@@ -213,7 +234,9 @@ def _run_lerobot(workspace_root: Path, folder: Path, arguments: list[str], env: 
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=folder,
                                    preexec_fn=die_with_parent)  # a killed `datafarm train` leaves no trainer behind
         try:
-            returncode = process.wait()
+            while (returncode := process.poll()) is None:
+                time.sleep(PRUNE_EVERY_S)
+                prune_checkpoints(folder, preset.keep_checkpoints)
         except BaseException:  # our own interruption: stop lerobot too (its last checkpoint stays)
             process.terminate()
             process.wait()
@@ -221,6 +244,7 @@ def _run_lerobot(workspace_root: Path, folder: Path, arguments: list[str], env: 
         finally:
             wall, cpu = time.perf_counter() - started, _children_cpu_seconds() - cpu_before
             _charge(workspace_root, preset, wall, cpu)
+            prune_checkpoints(folder, preset.keep_checkpoints)
     if returncode < 0:
         raise TrainingInterrupted(f"training {preset.folder_name} was killed by signal {-returncode}; rerun the same "
                                   "command to resume from its last checkpoint")

@@ -23,7 +23,7 @@ from datafarm.policy.frame_store import use_frame_store
 from datafarm.policy.presets import (PRESET_NAMES, Preset, available_presets, lerobot_option_problems, load_preset,
                                      load_preset_file, pi05_problems)
 from datafarm.policy.spec import CAMERA_KEYS, downscale, load_policy_spec
-from datafarm.policy.train import checkpoint_step, lerobot_arguments, train_policy
+from datafarm.policy.train import checkpoint_step, lerobot_arguments, prune_checkpoints, train_policy
 
 SMOKE_SIZE = (48, 64)
 
@@ -59,6 +59,17 @@ def test_a_wrong_preset_is_refused(tmp_path):
     assert lerobot_option_problems(typo) == ["act-smoke: lerobot's ACTConfig has no option 'dim_modle'"]
     with pytest.raises(BadInput, match="known presets"):
         load_preset("act", "huge")
+
+
+def test_only_the_newest_checkpoints_stay(tmp_path):
+    checkpoints = tmp_path / "lerobot" / "checkpoints"
+    for step in (250, 500, 750, 1000, 1250):
+        (checkpoints / f"{step:06d}" / "pretrained_model").mkdir(parents=True)
+    (checkpoints / "last").symlink_to("001000")  # 001250 is still being written: `last` does not point at it yet
+    assert prune_checkpoints(tmp_path, None) == []
+    assert prune_checkpoints(tmp_path, 2) == [250, 500]  # `last` and the one before it
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["000750", "001000", "001250", "last"]
+    assert prune_checkpoints(tmp_path, 2) == [] and (checkpoints / "last" / "pretrained_model").is_dir()
 
 
 def test_pi05_wiring(tmp_path):
