@@ -26,13 +26,34 @@ def prepare(
     target_count: int = typer.Option(100, "--target-count", help="Admitted episodes to deliver."),
     output: Path = typer.Option(..., "--output", help="New workspace folder."),
     renderer: str = typer.Option("composite", help="composite (CPU) or wan-vace (GPU worker)."),
+    render_model: str = typer.Option(None, "--render-model", help="wan-vace in process: local Wan VACE folder."),
+    render_worker: str = typer.Option(None, "--render-worker", help="wan-vace on a worker: its URL."),
+    render_option: list[str] = typer.Option([], "--render-option", help="NAME=VALUE renderer option, e.g. steps=12."),
 ) -> None:
     """Bind a calibration episode and a request to a new workspace."""
     from datafarm.farm.prepare import prepare as run_prepare
 
     request = sys.stdin.read() if str(request_file) == "-" else _read(request_file)
-    workspace = run_prepare(episode, request, output, {"target_count": target_count, "renderer": renderer})
+    workspace = run_prepare(episode, request, output, {"target_count": target_count, "renderer": renderer,
+                                                       "render_model": render_model, "render_worker": render_worker,
+                                                       "render_options": _options(render_option)})
     console.print(f"workspace ready: [bold]{workspace.root}[/bold]; next: datafarm farm {workspace.root}")
+
+
+def _options(pairs: list[str]) -> dict[str, int | float | str]:
+    """NAME=VALUE pairs -> options, numbers as numbers."""
+    options: dict[str, int | float | str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise BadInput(f"--render-option {pair!r} is not NAME=VALUE; e.g. --render-option steps=12")
+        for kind in (int, float):
+            try:
+                options[name] = kind(value)
+                break
+            except ValueError:
+                options[name] = value
+    return options
 
 
 def _read(path: Path) -> str:

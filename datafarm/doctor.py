@@ -85,7 +85,41 @@ def run_checks(workspace: Path | None = None) -> list[Check]:
     checks.append(check_writable(workspace or Path(os.environ.get("DATAFARM_HOME", Path.cwd()))))
     checks.append(check_pi05())
     checks += [check_robot_plugin(), check_can_interfaces()]
+    checks += [check_gpu(), check_render_weights(workspace)]
     return checks
+
+
+def check_gpu() -> Check:
+    """The CUDA GPU the wan-vace renderer would use, and its memory (optional: composite needs none)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return Check("GPU (wan-vace)", False, "no CUDA GPU", "render with composite here, or run "
+                     "`datafarm render-worker` on a GPU node (docs/rendering.md)", optional=True)
+    props = torch.cuda.get_device_properties(0)
+    return Check("GPU (wan-vace)", True, f"{torch.cuda.device_count()} x {props.name}, "
+                 f"{props.total_memory / 2**30:.0f} GiB", optional=True)
+
+
+def check_render_weights(workspace: Path | None = None) -> Check:
+    """The configured Wan VACE folder ($DATAFARM_RENDER_MODEL, or the workspace's render_model) is complete."""
+    import json
+
+    from datafarm.render.wan_models import MODEL_INDEX, missing_parts
+
+    folder = os.environ.get("DATAFARM_RENDER_MODEL")
+    settings_file = (workspace or Path.cwd()) / "workspace.json"
+    if folder is None and settings_file.is_file():
+        folder = json.loads(settings_file.read_text()).get("settings", {}).get("render_model")
+    if folder is None:
+        return Check("wan-vace weights", False, "none configured", "set DATAFARM_RENDER_MODEL to a local Wan VACE "
+                     "folder, or prepare with --render-model (docs/rendering.md)", optional=True)
+    missing = missing_parts(Path(folder))
+    if not missing:
+        kind = json.loads((Path(folder) / MODEL_INDEX).read_text()).get("_class_name")
+        missing = [] if kind == "WanVACEPipeline" else [f"a WanVACEPipeline (model_index.json says {kind})"]
+    return Check("wan-vace weights", not missing, f"{folder}" + (f" lacks {', '.join(missing)}" if missing else ""),
+                 "download the diffusers version of Wan2.1-VACE into that folder (docs/rendering.md)")
 
 
 def check_pi05() -> Check:

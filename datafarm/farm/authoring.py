@@ -15,6 +15,7 @@ import numpy as np
 from datafarm.author import Author, BuiltinAuthor, RequestRefused
 from datafarm.cameras import CAMERAS
 from datafarm.farm.prepare import calibrated_rig_config, load_png, save_png, settings_of
+from datafarm.render.contract import RenderContract
 from datafarm.scene.builder import build_scene
 from datafarm.scene.spec import load_scene_spec
 from datafarm.sim.config import load_rig_config
@@ -118,14 +119,13 @@ def contract(workspace: Workspace) -> dict:
         "max_seconds": package.info.max_seconds,
         "randomization": settings.randomization.model_dump(mode="json"),
     }
-    render_contract = {
-        "renderer": settings.renderer,
-        "cameras": list(CAMERAS),
-        "fps": load_rig_config().timing.control_hz,
-        "prompts": {camera: f"{package.info.instruction} Real AgileX dual-arm PiPER rig, {camera} camera view, "
-                            "photographic, consistent lighting." for camera in CAMERAS},
-        "appearance": ["tablecloth texture", "light colour and intensity"],
-    }
+    # The defaults of RenderContract (negative prompt, depth control at weight 1, arms generated) complete it.
+    render_contract = RenderContract(
+        renderer=settings.renderer, cameras=list(CAMERAS), fps=load_rig_config().timing.control_hz,
+        prompts={camera: f"{package.info.instruction} Real AgileX dual-arm PiPER rig, {camera} camera view, "
+                         "photographic, consistent lighting." for camera in CAMERAS},
+        appearance=["tablecloth texture", "light colour and intensity"], seed=settings.seed_start,
+    ).model_dump(mode="json")
     workspace.write_json("contract.json", contract_data)
     workspace.write_json("render_contract.json", render_contract)
     return contract_data

@@ -46,7 +46,8 @@ def rollout_one(workspace: Workspace, seed: int, index: int) -> episodes.Attempt
 def render_one(workspace: Workspace, index: int) -> dict[str, Path]:
     from datafarm.render import get_renderer
 
-    renderer = get_renderer(settings_of(workspace).renderer)
+    settings = settings_of(workspace)
+    renderer = get_renderer(settings.renderer, **settings.renderer_options())
     references = episodes.calibration_references(workspace)
     with accounted(workspace, "render", index):
         videos = episodes.render_episode(workspace, index, renderer, references, episodes.texture_pool())

@@ -118,7 +118,10 @@ def texture_pool():
 def render_episode(workspace: Workspace, index: int, renderer, references: dict[str, list],
                    texture_pool) -> dict[str, Path]:
     from datafarm.render import sample_appearance
+    from datafarm.render.contract import RenderContract
 
+    contract = RenderContract.model_validate(workspace.read_json("render_contract.json")) \
+        if workspace.path("render_contract.json").exists() else RenderContract()
     result = workspace.read_json(f"{episode_dir(index)}/result.json")
     appearance = sample_appearance(result["seed"], texture_pool)
     staging = workspace.path(episode_dir(index), ".render-staging")
@@ -126,7 +129,7 @@ def render_episode(workspace: Workspace, index: int, renderer, references: dict[
         shutil.rmtree(staging)
     staging.mkdir(parents=True)
     episode = RecordedEpisode.load(workspace.path(episode_dir(index), "sim"))
-    renderer.render(episode, references, appearance, staging)
+    renderer.render(episode, references, appearance, staging, contract=contract)
     (staging / "appearance.json").write_text(json.dumps(appearance.to_dict(), indent=2, default=str))
     final = workspace.path(episode_dir(index), "render")
     if final.exists():

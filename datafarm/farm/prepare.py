@@ -44,7 +44,7 @@ def prepare(calibration: Path, request: str, output: Path, settings: FarmSetting
     from datafarm.render.registry import check_renderer_available
 
     settings = load_settings(settings, "prepare")
-    check_renderer_available(settings.renderer)
+    check_renderer_available(settings.renderer, **settings.renderer_options())
     check_request(request)
     episode = load_calibration(calibration)  # raises CalibrationError naming the file and the fix
     workspace = Workspace.initialise(output, {"settings": settings.model_dump(mode="json")})
@@ -76,7 +76,7 @@ def check_ready(workspace: Workspace) -> FarmSettings:
     from datafarm.render.registry import check_renderer_available
 
     settings = settings_of(workspace)
-    check_renderer_available(settings.renderer)
+    check_renderer_available(settings.renderer, **settings.renderer_options())
     if not workspace.path("calibration").is_dir():
         raise WorkspaceError(f"{workspace.path('calibration')} is missing: the workspace's copy of the calibration "
                              "episode was deleted; prepare a new workspace from the original episode")

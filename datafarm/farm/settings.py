@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from datafarm.errors import BadInput
 from datafarm.render.registry import known_renderer
@@ -24,6 +24,10 @@ class FarmSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
     target_count: int = Field(gt=0, le=MAX_TARGET_COUNT)
     renderer: Annotated[str, AfterValidator(known_renderer)] = "composite"
+    render_model: str | None = Field(None, description="wan-vace: local folder of the pipeline (embedded mode)")
+    render_worker: str | None = Field(None, description="wan-vace: URL of a `datafarm render-worker`")
+    render_options: dict[str, int | float | str] = Field(
+        default_factory=dict, description="the renderer's own options, e.g. wan-vace's cell_height, steps")
     seed_start: int = Field(0, ge=0)
     expert_trial_seeds: int = Field(10, gt=0)
     expert_min_success: float = Field(0.8, ge=0, le=1)
@@ -32,11 +36,26 @@ class FarmSettings(BaseModel):
     randomization: RandomizationConfig = RandomizationConfig()
     repo_id: str = Field("datafarm/episodes", pattern=r"^[\w.-]+/[\w.-]+$")
 
+    @model_validator(mode="after")
+    def _render_options_fit_the_renderer(self) -> FarmSettings:
+        if self.renderer != "wan-vace" and (self.render_model or self.render_worker):
+            raise ValueError(f"render_model / render_worker are wan-vace settings; renderer {self.renderer!r} "
+                             "takes neither")
+        return self
+
+    def renderer_options(self) -> dict[str, str]:
+        """The renderer's constructor options from these settings (only those set)."""
+        options = {"model": self.render_model, "worker": self.render_worker}
+        return {**self.render_options, **{name: value for name, value in options.items() if value is not None}}
+
 
 # How to fix each setting, from the command line (`prepare`) or in workspace.json.
 FIXES = {
     "target_count": f"pass --target-count with a whole number from 1 to {MAX_TARGET_COUNT}",
     "renderer": "pass --renderer with one of them (composite runs on the CPU)",
+    "render_model": "pass --render-model with a local Wan VACE folder, and only with --renderer wan-vace",
+    "render_worker": "pass --render-worker with the worker's URL, and only with --renderer wan-vace",
+    "render_options": "pass --render-option NAME=VALUE with an option of the chosen renderer",
 }
 
 

@@ -10,6 +10,7 @@ import numpy as np
 
 from datafarm.errors import BadInput
 from datafarm.render.appearance import Appearance
+from datafarm.render.contract import RenderContract
 from datafarm.sim.recorder import RecordedEpisode
 
 
@@ -21,7 +22,8 @@ class Renderer(ABC):
     """Turns a simulated episode into photographic video for all of its cameras in one call.
 
     Contract of `render`:
-    - inputs: the recorded sim episode (per camera RGB, depth, segmentation with its legend, extrinsics);
+    - inputs: the workspace's render contract (datafarm.render.contract; its cameras must be the episode's,
+      what else a backend takes from it is its own: prompts, control, seed for wan-vace); the recorded sim episode (per camera RGB, depth, segmentation with its legend, extrinsics);
       `references`: real RGB frames (H, W, 3) uint8 per camera from the calibration episode, keyed
       "head", "left_wrist", "right_wrist"; for the head camera `references["head"][0]` is the
       background plate (a view of the real scene, ideally without the arms in the way); the
@@ -38,8 +40,16 @@ class Renderer(ABC):
 
     @abstractmethod
     def render(self, episode: RecordedEpisode, references: dict[str, list[np.ndarray]], appearance: Appearance,
-               output_dir: Path) -> dict[str, Path]:
+               output_dir: Path, contract: RenderContract | None = None) -> dict[str, Path]:
         """Render every camera of `episode`; see the class docstring for the contract."""
+
+
+def check_contract_cameras(episode: RecordedEpisode, contract: RenderContract | None) -> None:
+    """RenderError if the render contract names a camera the episode does not have."""
+    missing = [camera for camera in (contract.cameras if contract else []) if camera not in episode.cameras]
+    if missing:
+        raise RenderError(f"the render contract names camera(s) {missing} that episode {episode.directory} lacks "
+                          f"(it has {episode.cameras}); rerun the contract phase")
 
 
 def check_references(episode: RecordedEpisode, references: dict[str, list[np.ndarray]]) -> None:

@@ -29,7 +29,8 @@ import numpy as np
 from PIL import Image
 
 from datafarm.render.appearance import Appearance
-from datafarm.render.base import Renderer, RenderError, check_references
+from datafarm.render.base import Renderer, RenderError, check_contract_cameras, check_references
+from datafarm.render.contract import RenderContract
 from datafarm.render.color import ColorTransfer, linear_to_srgb, luminance, srgb_to_linear
 from datafarm.media import VideoWriter, iter_frames
 from datafarm.render.views import (BACKGROUND, OBJECT, ROBOT, TABLE, class_height, class_maps,
@@ -229,8 +230,9 @@ class CompositeRenderer(Renderer):
 
     # ----- the whole-episode render ------------------------------------------------------------------
     def render(self, episode: RecordedEpisode, references: dict[str, list[np.ndarray]], appearance: Appearance,
-               output_dir: Path) -> dict[str, Path]:
+               output_dir: Path, contract: RenderContract | None = None) -> dict[str, Path]:
         check_references(episode, references)
+        check_contract_cameras(episode, contract)
         started = time.perf_counter()
         output_dir = Path(output_dir)
         output_dir.mkdir(parents=True, exist_ok=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 
 from datafarm.errors import BadInput, Unavailable
 from datafarm.render.base import Renderer
@@ -14,12 +15,7 @@ RENDERERS = {
 }
 
 # Backends that are registered (so configurations may name them) but not shipped in this library.
-_NOT_HERE = {
-    "wan-vace": ("the wan-vace renderer needs a GPU render worker: diffusers WanVACEPipeline on a CUDA node, "
-                 "served by the GPU render-worker image (docker/). It arrives with the later 'wan-vace render "
-                 "worker' issue, which adds datafarm/render/wan_vace.py and its model-weights setup; until then "
-                 "use renderer 'composite' (CPU)."),
-}
+_NOT_HERE: dict[str, str] = {}
 
 
 class RendererUnavailable(Unavailable, RuntimeError):
@@ -30,6 +26,10 @@ class UnknownRenderer(BadInput, ValueError):
     """No renderer of that name is registered."""
 
 
+class UnknownRenderOption(BadInput, TypeError):
+    """A renderer option the chosen renderer does not take."""
+
+
 def known_renderer(name: str) -> str:
     """`name` if the registry has it, else UnknownRenderer listing the known ones (a pydantic validator)."""
     if name not in RENDERERS:
@@ -37,16 +37,26 @@ def known_renderer(name: str) -> str:
     return name
 
 
-def check_renderer_available(name: str) -> None:
+def check_renderer_available(name: str, **options) -> None:
     """Unknown -> UnknownRenderer; known but its module is not installed -> RendererUnavailable naming what
-    to install. Looks the module up without importing it (no GPU code on a CPU install)."""
-    module_name = RENDERERS[known_renderer(name)].partition(":")[0]
+    to install; a backend with a `check_available(**options)` (wan-vace: its weights or worker) is asked too.
+    Modules are looked up first without importing (no GPU code on a CPU install)."""
+    module_name, _, class_name = RENDERERS[known_renderer(name)].partition(":")
     try:
         found = importlib.util.find_spec(module_name) is not None
     except ModuleNotFoundError:  # its package is missing
         found = False
     if not found:
         raise RendererUnavailable(_NOT_HERE.get(name, f"renderer {name!r}: module {module_name} is not installed"))
+    renderer_class = getattr(importlib.import_module(module_name), class_name)
+    accepted = inspect.signature(renderer_class).parameters
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        raise UnknownRenderOption(f"renderer {name!r} has no option(s) {unknown}; its options: "
+                                  f"{', '.join(n for n in accepted if n not in ('self', 'args', 'kwargs'))}")
+    check = getattr(renderer_class, "check_available", None)
+    if check is not None:
+        check(**options)
 
 
 def get_renderer(name: str, **options) -> Renderer:

@@ -25,8 +25,11 @@ def test_prepare_refuses_an_unknown_renderer_before_any_work(tmp_path, renderer)
 
 
 def test_prepare_says_what_to_install_for_a_known_renderer_that_is_not_here(tmp_path):
-    with pytest.raises(Unavailable, match="GPU render worker"):
+    with pytest.raises(Unavailable, match="render_model .* or render_worker"):
         prepare(NOWHERE, "put the apple on the scale", tmp_path / "ws", {"target_count": 2, "renderer": "wan-vace"})
+    with pytest.raises(Unavailable, match="missing: model_index.json"):
+        prepare(NOWHERE, "put the apple on the scale", tmp_path / "ws",
+                {"target_count": 2, "renderer": "wan-vace", "render_model": str(tmp_path)})
     assert not (tmp_path / "ws").exists()
 
 
