@@ -10,7 +10,8 @@ recorded in the run's eval.json.
 
 Layout: WS/evals/<policy>/<appearance>/eval.json (what was asked, the seeds, the policy's facts) and
 trials/<seed>.json, one file per finished trial, written atomically: a rerun skips done trials.
-videos/<seed>.mp4 for the first `videos` seeds. `workers` > 1 splits the seeds over that many
+videos/<seed>.mp4 for the first `videos` seeds. Evaluating a policy trained further since moves the
+earlier checkpoint's trials to evals/<policy>-<steps>steps/ (a report row of their own), never resumes them. `workers` > 1 splits the seeds over that many
 processes (each loads the policy, the renderer's references and the judge's sandbox once).
 
 Policies: a trained policy folder (policy.json + lerobot checkpoint, loaded with
@@ -26,6 +27,7 @@ import json
 import logging
 import multiprocessing
 import os
+import shutil
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -169,10 +171,32 @@ def plan_run(workspace: Workspace, policy: str, episodes_count: int, appearance:
 
         record["spec"] = load_policy_spec(policy).model_dump(mode="json", exclude={"train_episode_seeds"})
         record["spec"]["train_episodes"] = len(load_policy_spec(policy).train_episode_seeds)
+        set_aside_older_checkpoint(workspace, run, record)
     if policy == "blind-replay":
         record["replayed_episode"] = blind_replay_source(workspace)
     workspace.write_json(str(run.folder.relative_to(workspace.root) / "eval.json"), record)
     return run
+
+
+def set_aside_older_checkpoint(workspace: Workspace, run: EvalRun, record: dict) -> None:
+    """Trials of an earlier checkpoint of the same policy (trained further since) must not be resumed as
+    this one's: they move to evals/<name>-<steps>steps/, where the report shows them as a row of their own."""
+    old_path = run.folder / "eval.json"
+    if not old_path.is_file():
+        return
+    old = json.loads(old_path.read_text())
+    identity = ("steps", "dataset_manifest_sha256")
+    if all(old.get("spec", {}).get(key) == record["spec"].get(key) for key in identity):
+        return
+    name = f"{run.name}-{old.get('spec', {}).get('steps', 'older')}steps"
+    target = workspace.path(EVALS, name, run.appearance)
+    if target.exists():
+        shutil.rmtree(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    run.folder.rename(target)
+    workspace.write_json(str(target.relative_to(workspace.root) / "eval.json"), {**old, "name": name})
+    log.info("%s held trials of an earlier checkpoint (%s steps): moved to %s", run.folder, old["spec"].get("steps"),
+             target)
 
 
 def task_name(workspace: Workspace) -> str:

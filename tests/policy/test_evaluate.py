@@ -55,6 +55,26 @@ def test_evaluation_seeds_never_overlap_training_seeds(tmp_path):
         plan_run(workspace, "blind-replay", 3, "original", n_action_steps=10)
 
 
+def test_trials_of_an_earlier_checkpoint_are_set_aside_not_resumed(tmp_path):
+    from datafarm.policy.report import cells
+
+    workspace = Workspace.initialise(tmp_path / "ws", {"settings": {"target_count": 1}})
+    workspace.write_text("scene/task.yaml", "name: apple_on_scale\n")
+    policy = tmp_path / "act-cpu"
+    spec = PolicySpec(policy_type="act", preset="cpu", checkpoint="x", cameras=["head"], image_size=(96, 128),
+                      dataset_manifest_sha256="0" * 64, task="apple_on_scale", steps=3000, fps=30)
+    write_policy_spec(policy, spec)
+    run = plan_run(workspace, str(policy), 2, "original")
+    run.trial_file(run.seeds[0]).parent.mkdir(parents=True)
+    run.trial_file(run.seeds[0]).write_text(json.dumps({"seed": run.seeds[0], "success": True}))
+    assert plan_run(workspace, str(policy), 2, "original").pending() == [run.seeds[1]]  # same checkpoint: resumed
+
+    write_policy_spec(policy, spec.model_copy(update={"steps": 6000}))  # trained further
+    again = plan_run(workspace, str(policy), 2, "original")
+    assert again.pending() == list(run.seeds)  # the 3000-step trial is not this checkpoint's
+    assert {(c.policy, c.trials) for c in cells(workspace)} == {("act-cpu", 0), ("act-cpu-3000steps", 1)}
+
+
 def test_wilson_interval():
     low, high = wilson_interval(0, 10)
     assert low == 0 and 0.27 < high < 0.29  # the textbook 0/10: [0, 0.278]
