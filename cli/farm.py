@@ -21,7 +21,8 @@ PHASE_HELP = ", ".join(FARMED)
 
 
 def prepare(
-    episode: Path = typer.Option(..., "--episode", help="Calibration episode: a LeRobot dataset or a folder of 3 mp4s + joints.csv."),
+    episode: str = typer.Option(..., "--episode", help="Calibration episode: a LeRobot dataset or a folder of 3 mp4s + "
+                                "joints.csv, local or at s3://bucket/prefix (downloaded into the cache first)."),
     request_file: Path = typer.Option(..., "--request-file", help="The task request in plain words ('-' for stdin)."),
     target_count: int = typer.Option(100, "--target-count", help="Admitted episodes to deliver."),
     output: Path = typer.Option(..., "--output", help="New workspace folder."),
@@ -97,12 +98,19 @@ def farm(
             raise typer.Exit(1)
 
 
-def verify(workspace: Path = typer.Argument(..., help="The workspace.")) -> None:
-    """Check the delivery: complete, unmodified (SHA-256 manifest), reviewed episode by episode."""
+def verify(workspace: str = typer.Argument(..., help="The workspace, or a pushed delivery: s3://bucket/prefix.")) -> None:
+    """Check the delivery: complete, unmodified (SHA-256 manifest), reviewed episode by episode. For an
+    s3:// URI, the remote copy: every file downloaded and hashed."""
     from datafarm.farm.deliver import verify as run_verify
+    from datafarm.storage import is_s3_uri
     from datafarm.workspace import Workspace
 
-    report = run_verify(Workspace.open(workspace))
+    if is_s3_uri(workspace):
+        from cli.storage import verify_remote
+
+        report = verify_remote(workspace)
+    else:
+        report = run_verify(Workspace.open(workspace))
     _print_verify(report)
     if not report.ok:
         raise typer.Exit(1)

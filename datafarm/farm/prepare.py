@@ -35,8 +35,11 @@ def check_request(request: str) -> None:
                              "--request-file")
 
 
-def prepare(calibration: Path, request: str, output: Path, settings: FarmSettings | Mapping[str, Any]) -> Workspace:
+def prepare(calibration: Path | str, request: str, output: Path, settings: FarmSettings | Mapping[str, Any]) -> Workspace:
     """Validate the inputs, then create the workspace. Nothing is created if an input is bad.
+
+    `calibration` is a local folder or an s3://bucket/prefix URI (downloaded into the local cache first,
+    after the other checks; datafarm.storage). The workspace records where it came from.
 
     `settings` may be given as plain values (e.g. {"target_count": 10, "renderer": "composite"}): a bad
     one is a BadInput naming the setting and the fix; a known renderer that is not installed here is
@@ -46,12 +49,20 @@ def prepare(calibration: Path, request: str, output: Path, settings: FarmSetting
     settings = load_settings(settings, "prepare")
     check_renderer_available(settings.renderer, **settings.renderer_options())
     check_request(request)
+    source = str(calibration)
+    if source.startswith("s3://"):
+        from datafarm.storage import download_calibration
+
+        calibration = download_calibration(source)
+    else:
+        calibration = Path(calibration)
+        source = str(calibration.resolve())
     episode = load_calibration(calibration)  # raises CalibrationError naming the file and the fix
     workspace = Workspace.initialise(output, {"settings": settings.model_dump(mode="json")})
     workspace.write_text("request.txt", request.strip() + "\n")
     workspace.copy_in(calibration, "calibration")
     workspace.meta["calibration"] = {
-        "source": str(Path(calibration).resolve()),
+        "source": source,
         "synthetic": episode.synthetic,
         "frames": int(len(episode.state)),
         "fps": episode.fps,
