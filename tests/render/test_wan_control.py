@@ -1,5 +1,7 @@
 """wan-vace conditioning without the model: canvas layout, control video, masks, references, chunk plans."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -136,3 +138,23 @@ def test_wan_vace_is_refused_at_prepare_without_weights_or_a_worker(tmp_path):
 def test_sizes_of_the_synthetic_episode_are_what_the_tests_assume(episode):
     assert episode.meta["cameras"]["head"]["width"] == WIDTH and episode.meta["cameras"]["head"]["height"] == HEIGHT
     assert robot_box(0) != robot_box(5) and Chunk(0, 9, 0, 9).window == 9
+
+
+def test_doctor_reports_the_configured_wan_vace_folder(tmp_path, monkeypatch):
+    from datafarm.doctor import check_gpu, check_render_weights
+
+    monkeypatch.delenv("DATAFARM_RENDER_MODEL", raising=False)
+    unset = check_render_weights(tmp_path)
+    assert not unset.ok and unset.optional and "DATAFARM_RENDER_MODEL" in unset.fix
+    folder = tmp_path / "wan"
+    monkeypatch.setenv("DATAFARM_RENDER_MODEL", str(folder))
+    missing = check_render_weights(tmp_path)
+    assert not missing.ok and not missing.optional  # configured but absent: a failure, not an option
+    for part in ("transformer", "vae", "text_encoder", "tokenizer", "scheduler"):
+        (folder / part).mkdir(parents=True)
+    (folder / "model_index.json").write_text(json.dumps({"_class_name": "WanPipeline"}))
+    assert "WanVACEPipeline" in check_render_weights(tmp_path).detail  # the wrong pipeline
+    (folder / "model_index.json").write_text(json.dumps({"_class_name": "WanVACEPipeline"}))
+    assert check_render_weights(tmp_path).ok
+    gpu = check_gpu()
+    assert gpu.optional and (gpu.ok or "no CUDA GPU" in gpu.detail)

@@ -24,7 +24,7 @@ from datafarm.render.contract import RenderContract
 from datafarm.render.render_worker import (RenderWorkerBusy, RenderWorkerUnreachable, RequestTooLarge, create_app,
                                            post_render)
 from datafarm.render.wan_models import TINY, build_random_pipeline, load_pipeline
-from datafarm.render.wan_vace import GenerationSettings, WanVaceRenderer, generate
+from datafarm.render.wan_vace import WanVaceRenderer, generate
 from wan_synthetic import CAMERAS, FPS, HEIGHT, WIDTH, references, write_episode
 
 pytestmark = pytest.mark.slow  # a few seconds each on two busy cores (the tiny VAE dominates)
@@ -195,6 +195,34 @@ def test_an_unreachable_worker_is_a_transient_failure_naming_the_fix():
     with pytest.raises(RenderWorkerUnreachable, match="datafarm render-worker") as caught:
         post_render(f"http://127.0.0.1:{_free_port()}", b"x", retries=1, retry_delay_s=0.01)
     assert is_transient(caught.value)
+
+
+def test_the_render_worker_command_serves_the_model_folder(model_dir):
+    import subprocess
+    import sys
+
+    import httpx
+
+    port = _free_port()
+    command = [str(Path(sys.executable).with_name("datafarm")), "render-worker", "--model", str(model_dir),
+               "--port", str(port), "--device", "cpu"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline, ready = time.monotonic() + 120, None
+        while time.monotonic() < deadline and process.poll() is None:
+            try:
+                ready = httpx.get(f"http://127.0.0.1:{port}/ready")
+                if ready.status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            time.sleep(0.5)
+        assert ready is not None and ready.status_code == 200, process.stderr.read() if process.poll() else ""
+        health = httpx.get(f"http://127.0.0.1:{port}/health").json()
+        assert health["ready"] and not health["busy"] and health["served"] == 0
+    finally:
+        process.terminate()
+        process.wait(20)
 
 
 @pytest.mark.gpu
