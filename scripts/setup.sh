@@ -11,6 +11,9 @@ say() { printf '[setup] %s\n' "$*"; }
 fail() { printf '[setup] ERROR: %s\n' "$*" >&2; exit 1; }
 
 # --- system packages ---------------------------------------------------------------------------
+# DATAFARM_SKIP_SYSTEM_PACKAGES=1: an image that installs its own (docker/Dockerfile.gpu: the NVIDIA
+# driver's Vulkan instead of Mesa lavapipe) sets up only the venv.
+if [ "${DATAFARM_SKIP_SYSTEM_PACKAGES:-0}" != 1 ]; then
 mesa_major() {
     dpkg-query -W -f='${Version}' mesa-vulkan-drivers 2>/dev/null | sed -E 's/^([0-9]+:)?([0-9]+).*/\2/'
 }
@@ -54,6 +57,9 @@ if [ ${#need_apt[@]} -gt 0 ] || [ "$need_mesa" = 1 ]; then
     fi
 fi
 say "system packages ok (ffmpeg, bwrap, Mesa $(mesa_major) lavapipe)"
+else
+    say "system packages: skipped (DATAFARM_SKIP_SYSTEM_PACKAGES=1)"
+fi
 
 # --- python venv -------------------------------------------------------------------------------
 find_python() {
