@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Self
+from typing import NoReturn, Self
 
 import numpy as np
 
@@ -92,6 +92,21 @@ class ArmPair(ABC):
     @abstractmethod
     def estopped(self) -> str | None:
         """The latched stop's reason, or None when the pair may move."""
+
+    # -- for implementations: the stop latch (they keep `_connected`) -------------------------------------
+    _connected: bool = False
+
+    def _trip(self, reason: str) -> NoReturn:
+        """Emergency-stop both arms for `reason`, then raise the latched stop."""
+        self.emergency_stop(reason)
+        raise emergency_stopped(self.estopped)
+
+    def _raise_if_stopped(self) -> None:
+        """Refuse to observe or act while latched or before connect()."""
+        if self.estopped is not None:
+            raise emergency_stopped(self.estopped)
+        if not self._connected:
+            raise SafetyStop(f"the {type(self).__name__} is not connected: call connect() first")
 
     def __enter__(self) -> Self:
         self.connect()

@@ -32,13 +32,13 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, NoReturn
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from datafarm.errors import SafetyStop, Unavailable
-from datafarm.piper.arm_pair import ArmPair, PairObservation, emergency_stopped
+from datafarm.piper.arm_pair import ArmPair, PairObservation
 from datafarm.piper.safety import SafeCommand, SafetyConfig, SafetyLayer
 from datafarm.sim.spaces import JOINTS_PER_ARM, SIDES, arm_slice
 
@@ -351,16 +351,6 @@ class PiperPair(ArmPair):
             self._trip("; ".join(found))
         position = np.concatenate([readings[side].position for side in SIDES])
         return PairObservation(position=position, stamp=min(r.stamp for r in readings.values()))
-
-    def _trip(self, reason: str) -> NoReturn:
-        self.emergency_stop(reason)
-        raise emergency_stopped(self._estop_reason)
-
-    def _raise_if_stopped(self) -> None:
-        if self._estop_reason is not None:
-            raise emergency_stopped(self._estop_reason)
-        if not self._connected:
-            raise SafetyStop("the PiPER pair is not connected: call connect() first")
 
     def _hold(self) -> None:
         """Each arm: its measured pose if the feedback is fresh, else its last command (no jump back to old data)."""

@@ -25,13 +25,13 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from datafarm.errors import SafetyStop, Unavailable
-from datafarm.piper.arm_pair import ArmPair, PairObservation, emergency_stopped
+from datafarm.piper.arm_pair import ArmPair, PairObservation
 from datafarm.piper.safety import SafeCommand, SafetyConfig, SafetyLayer
 from datafarm.sim.rig import DualArmRig
 from datafarm.sim.spaces import DOF, SIDES
@@ -157,16 +157,6 @@ class SimPair(ArmPair):
         for side in SIDES:
             arm = self.rig.arms[side]
             arm.command(arm.drive_target.copy())
-
-    def _trip(self, reason: str) -> NoReturn:
-        self.emergency_stop(reason)
-        raise emergency_stopped(self._estop_reason)
-
-    def _raise_if_stopped(self) -> None:
-        if self._estop_reason is not None:
-            raise emergency_stopped(self._estop_reason)
-        if not self._connected:
-            raise SafetyStop("the simulated PiPER pair is not connected: call connect() first")
 
 
 __all__ = ["SimPair", "SimPairConfig"]
