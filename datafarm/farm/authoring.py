@@ -70,9 +70,22 @@ def build(workspace: Workspace) -> dict:
     workspace.meta["task"] = match.task
     workspace.save_meta()
     grounding = ground_scene(workspace)
-    report = {"task": match.task, "match": match.reason, "author": author.name, "grounding": grounding}
+    inventory = inventory_check(workspace)
+    report = {"task": match.task, "match": match.reason, "author": author.name, "grounding": grounding,
+              "inventory_check": inventory}
     workspace.write_json("scene/grounding.json", report)
     return report
+
+
+def inventory_check(workspace: Workspace) -> dict:
+    """Which of the scene's objects the survey's inventory shows; those it does not are flagged (the
+    contract carries the flags and its reviewer rejects them), never built silently."""
+    from datafarm.survey.inventory import match_scene
+
+    spec = load_scene_spec(workspace.path("scene", "scene.yaml"))
+    matches = match_scene(spec, workspace.read_json("survey.json").get("objects", []))
+    missing = sorted(name for name, match in matches.items() if not match["found"])
+    return {"matches": matches, "not_in_inventory": missing}
 
 
 def ground_scene(workspace: Workspace) -> dict:
@@ -118,6 +131,8 @@ def contract(workspace: Workspace) -> dict:
         "episode_count": settings.target_count,
         "max_seconds": package.info.max_seconds,
         "randomization": settings.randomization.model_dump(mode="json"),
+        "not_in_inventory": workspace.read_json("scene/grounding.json").get("inventory_check", {}).get(
+            "not_in_inventory", []),
     }
     # The defaults of RenderContract (negative prompt, depth control at weight 1, arms generated) complete it.
     render_contract = RenderContract(
@@ -145,6 +160,8 @@ def review_contract(workspace: Workspace) -> dict:
         "success_criteria_named": len(contract_data["success_criteria"]) >= 2,
         "randomization_families_on": all(families[k] for k in ("execution", "geometry", "appearance", "camera")),
         "all_cameras_rendered": set(render_contract["cameras"]) == set(CAMERAS),
+        # the request's objects must be in the calibration scene (datafarm.survey.inventory)
+        "scene_objects_in_inventory": not contract_data.get("not_in_inventory"),
     }
     review = {"accepted": all(checks.values()), "checks": checks, "reviewer": "builtin"}
     workspace.write_json("review/contract.json", review)

@@ -103,38 +103,41 @@ def calibrated_rig_config(workspace: Workspace):
         cameras[name] = rig.cameras[name].model_copy(update={
             "width": camera["width"], "height": camera["height"],
             "fovy_deg": float(np.rad2deg(2 * np.arctan(camera["height"] / 2 / fy))),
-            "eye": tuple(camera["eye"]), "target": tuple(camera["target"])})
+            "eye": tuple(camera["eye"]), "target": tuple(camera["target"]),
+            "up": tuple(camera.get("up", rig.cameras[name].up))})
     return rig.model_copy(update={"cameras": cameras})
 
 
 def survey(workspace: Workspace) -> dict:
-    """Keyframes and background plates per camera, camera models, table plane, object inventory."""
+    """Keyframes and background plates per camera; the head camera fitted to the arms, the wrist cameras
+    checked against their mounting, the table plane and the object inventory (datafarm.survey)."""
+    from datafarm.survey.run import overlay_image, survey_episode
+
     episode = load_calibration(workspace.path("calibration"))
     rig = load_rig_config()
-    cameras = {}
-    for name, frames in episode.frames.items():
-        height, width = frames.shape[1:3]
-        spec = rig.cameras[name]
+    for name in episode.frames:
         for i, frame in enumerate(episode.keyframes(KEYFRAMES)[name]):
             save_png(workspace, f"keyframes/{name}_{i}.png", frame)
         save_png(workspace, f"keyframes/{name}_plate.png", episode.background_plate(name))
-        fy = height / 2 / np.tan(np.deg2rad(spec.fovy_deg) / 2)
-        cameras[name] = {
-            "width": int(width), "height": int(height), "mount": spec.mount,
-            # A synthetic calibration carries the true camera model; real footage gets the rig's
-            # nominal one until camera calibration from the images lands.
-            "intrinsics": episode.meta.get("cameras", {}).get(name, {}).get(
-                "intrinsics", [[fy, 0, width / 2], [0, fy, height / 2], [0, 0, 1]]),
-            "eye": list(spec.eye), "target": list(spec.target),
-            "source": "calibration metadata" if episode.synthetic else "rig nominal",
-        }
+    result = survey_episode(episode, rig)
+    save_png(workspace, "keyframes/table_sample.png", result.table.sample)
+    objects = []
+    for index, item in enumerate(result.inventory):
+        crop = f"keyframes/objects/{index:02d}.png"
+        save_png(workspace, crop, item.crop)
+        objects.append(item.report(crop))
+    save_png(workspace, "keyframes/survey_overlay.png", overlay_image(result))
     survey_data = {
         "calibration_frames": int(len(episode.state)),
         "fps": episode.fps,
         "synthetic": episode.synthetic,
-        "cameras": cameras,
-        "table_plane": {"normal": [0, 0, 1], "height": rig.table.height, "source": "rig nominal"},
-        "objects": episode.meta.get("objects", []),
+        "cameras": result.cameras,
+        "table_plane": result.table.report(),
+        "objects": objects,
+        "inventory": {"method": "offline classical: colour against the table sample, connected blobs on the "
+                                "table plane, arms masked by the fitted model", "count": len(objects)},
+        "overlay": "keyframes/survey_overlay.png",
+        "warnings": result.warnings,
         "joint_range": {"min": episode.state.min(axis=0).round(4).tolist(), "max": episode.state.max(axis=0).round(4).tolist()},
     }
     workspace.write_json("survey.json", survey_data)

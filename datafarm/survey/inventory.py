@@ -1,0 +1,149 @@
+"""The offline object inventory: what stands on the table, from the head camera's background plate.
+
+Classical and keyless: inside the table's region (holes filled, so what stands on it is included),
+pixels whose colour is farther than `OBJECT_COLOUR_DISTANCE` from the table's colour, less the arms
+(the arm model projected through the fitted camera at the recorded joint states, all its parts,
+dilated), are grouped into connected blobs. Each blob big enough is one object:
+
+- position: its lowest image point is where it meets the table nearest the camera; cast onto the
+  table plane and pushed back by half its width along the line of sight, that is its centre;
+- size: width from the blob's horizontal extent at that depth, height from its top pixel's ray
+  where it passes over the centre;
+- colour: the blob's median colour, named in words; label: "<size> <colour> object";
+- a crop PNG of the blob from the plate.
+
+`match_scene` tells which items of a scene spec the inventory has (used by the build to flag a
+request whose objects the footage does not show).
+"""
+
+from __future__ import annotations
+
+import colorsys
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.ndimage import binary_dilation, binary_erosion, binary_opening, find_objects, label
+
+from datafarm.survey.camera import PinholeCamera
+
+OBJECT_COLOUR_DISTANCE = 40.0  # RGB distance (0-255) from the table colour that makes a pixel "object"
+MIN_AREA_SHARE = 0.0004  # of the image: smaller blobs are noise
+_ARM_DILATION_PX = 4
+_TABLE_EDGE_EROSION_PX = 3
+MATCH_MARGIN_M = 0.05  # an inventory item this far outside a scene item's placement range still matches
+
+_HUES = ((15, "red"), (40, "orange"), (70, "yellow"), (165, "green"), (200, "cyan"), (260, "blue"),
+         (300, "purple"), (340, "pink"), (360, "red"))
+
+
+def colour_word(rgb) -> str:
+    """A plain colour name for an RGB triple (0-255)."""
+    r, g, b = (float(c) / 255 for c in rgb)
+    hue, lightness, saturation = colorsys.rgb_to_hls(r, g, b)
+    if saturation < 0.25 or max(r, g, b) - min(r, g, b) < 0.12:
+        return "black" if lightness < 0.22 else "grey" if lightness < 0.7 else "white"
+    degrees = hue * 360
+    return next(name for limit, name in _HUES if degrees < limit)
+
+
+def size_word(size_m: float) -> str:
+    return "small" if size_m < 0.06 else "medium" if size_m < 0.15 else "large"
+
+
+@dataclass
+class InventoryItem:
+    label: str
+    xy: tuple[float, float]  # m, world, on the table
+    size: tuple[float, float]  # width, height (m)
+    colour: tuple[float, float, float]  # RGB 0-1
+    area_px: int
+    bbox: tuple[int, int, int, int]  # left, top, right, bottom (px)
+    crop: np.ndarray  # (h, w, 3) uint8
+    mask: np.ndarray  # (H, W) bool
+
+    def report(self, crop_path: str) -> dict:
+        return {"label": self.label, "xy": [round(self.xy[0], 4), round(self.xy[1], 4)],
+                "size_m": {"width": round(self.size[0], 3), "height": round(self.size[1], 3)},
+                "colour_rgb": [round(c, 3) for c in self.colour], "colour": self.label.split()[1],
+                "area_px": self.area_px, "bbox_px": list(self.bbox), "crop": crop_path, "source": "offline classical"}
+
+
+def _centre_and_size(blob: np.ndarray, camera: PinholeCamera, table_height: float):
+    v, u = np.nonzero(blob)
+    bottom = v.max()
+    front_u = u[v >= bottom - 1].mean()
+    front, hit = camera.on_plane(np.array([[front_u + 0.5, bottom + 1.0]]), table_height)
+    if not hit[0]:
+        return None
+    depth = float(camera.to_camera(front)[0, 2])
+    width = (u.max() - u.min() + 1) * depth / camera.intrinsics[0, 0]
+    sight = front[0, :2] - camera.eye[:2]
+    sight /= max(np.linalg.norm(sight), 1e-9)
+    centre = front[0, :2] + sight * width / 2
+    top_ray = camera.rays(np.array([[u[v == v.min()].mean() + 0.5, v.min() + 0.0]]))[0]
+    horizontal = np.linalg.norm(top_ray[:2])
+    reach = np.linalg.norm(centre - camera.eye[:2]) / max(horizontal, 1e-9)
+    top = camera.eye[2] + top_ray[2] * reach
+    return centre, width, max(float(top - table_height), 0.0)
+
+
+def find_objects_on_table(plate: np.ndarray, table_mask: np.ndarray, table_colour: np.ndarray,
+                          camera: PinholeCamera, table_height: float, arm_mask: np.ndarray) -> list[InventoryItem]:
+    """The inventory of one plate; see the module docstring. `arm_mask`: pixels the arms may cover."""
+    h, w = table_mask.shape
+    distance = np.linalg.norm(plate.astype(np.float32) - table_colour.astype(np.float32), axis=2)
+    inside = binary_erosion(table_mask, iterations=_TABLE_EDGE_EROSION_PX)
+    candidates = inside & (distance > OBJECT_COLOUR_DISTANCE) & ~binary_dilation(arm_mask, iterations=_ARM_DILATION_PX)
+    candidates = binary_opening(candidates, iterations=1)
+    labels, count = label(candidates)
+    items = []
+    for index, box in enumerate(find_objects(labels), start=1):
+        blob = labels == index
+        area = int(blob.sum())
+        if area < MIN_AREA_SHARE * h * w:
+            continue
+        placed = _centre_and_size(blob, camera, table_height)
+        if placed is None:
+            continue
+        centre, width, height = placed
+        colour = np.median(plate[blob], axis=0)
+        top, bottom, left, right = box[0].start, box[0].stop, box[1].start, box[1].stop
+        pad = 4
+        crop = plate[max(top - pad, 0): bottom + pad, max(left - pad, 0): right + pad].copy()
+        size = max(width, height)
+        items.append(InventoryItem(f"{size_word(size)} {colour_word(colour)} object", (float(centre[0]), float(centre[1])),
+                                   (float(width), float(height)), tuple(float(c) / 255 for c in colour), area,
+                                   (int(left), int(top), int(right), int(bottom)), crop, blob))
+    items.sort(key=lambda item: -item.area_px)
+    return items
+
+
+def placement_box(item) -> tuple[np.ndarray, np.ndarray]:
+    """The (low, high) corners of where a scene item's centre may be placed: nominal + its randomization."""
+    nominal = np.asarray(item.xy, dtype=float)
+    return (nominal + [item.randomize.x[0], item.randomize.y[0]], nominal + [item.randomize.x[1], item.randomize.y[1]])
+
+
+def distance_to_placement(item, xy) -> float:
+    """Metres from `xy` to the scene item's placement range (0 inside it)."""
+    low, high = placement_box(item)
+    return float(np.linalg.norm(np.asarray(xy) - np.clip(xy, low, high)))
+
+
+def match_scene(spec, inventory: list[dict]) -> dict[str, dict]:
+    """For every object and fixture on the table in a scene spec: the nearest inventory item and whether
+    it is within `MATCH_MARGIN_M` of the item's placement range. Each inventory item is used once."""
+    used: set[int] = set()
+    matches = {}
+    for item in [*spec.objects, *spec.fixtures]:
+        if item.support != "table":
+            continue
+        options = sorted((distance_to_placement(item, found["xy"]), i) for i, found in enumerate(inventory) if i not in used)
+        if options and options[0][0] <= MATCH_MARGIN_M:
+            gap, i = options[0]
+            used.add(i)
+            matches[item.name] = {"found": True, "inventory_index": i, "label": inventory[i]["label"],
+                                  "xy": inventory[i]["xy"], "outside_range_m": round(gap, 4)}
+        else:
+            matches[item.name] = {"found": False, "nearest_m": round(options[0][0], 4) if options else None}
+    return matches
