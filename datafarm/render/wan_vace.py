@@ -48,7 +48,7 @@ from datafarm.render.contract import RenderContract
 from datafarm.render.registry import RendererUnavailable
 from datafarm.render.wan_control import (CanvasLayout, Conditioning, build_conditioning, chunk_inputs,
                                          is_frame_count, plan_chunks, resize_frames)
-from datafarm.render.wan_models import check_weights, load_pipeline, missing_parts
+from datafarm.render.wan_models import WeightsMissing, check_weights, load_pipeline
 from datafarm.sim.recorder import RecordedEpisode
 
 log = logging.getLogger(__name__)
@@ -217,8 +217,11 @@ class WanVaceRenderer(Renderer):
                 "renderer wan-vace needs either render_model (a local folder with Wan2.1-VACE in diffusers' "
                 "layout: the pipeline runs in this process) or render_worker (the URL of a running "
                 "`datafarm render-worker`), not both and not neither; see docs/rendering.md")
-        if model is not None and missing_parts(Path(model)):
-            raise RendererUnavailable(str(_weights_message(Path(model))))
+        if model is not None:
+            try:
+                check_weights(Path(model))
+            except WeightsMissing as error:
+                raise RendererUnavailable(str(error)) from None
         if worker is not None and not str(worker).startswith(("http://", "https://")):
             raise RendererUnavailable(f"render_worker must be an http(s) URL such as http://gpu-node:8700, got {worker!r}")
 
@@ -272,10 +275,3 @@ class WanVaceRenderer(Renderer):
                  frames, layout.height, layout.width, self.last_timing["seconds_per_frame"])
         return paths
 
-
-def _weights_message(folder: Path) -> str:
-    try:
-        check_weights(folder)
-    except Exception as error:  # noqa: BLE001 - we want its message only
-        return str(error)
-    return f"{folder} is complete"
