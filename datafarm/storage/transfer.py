@@ -19,7 +19,7 @@ import os
 import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from datafarm.storage.settings import StorageSettings
@@ -95,7 +95,8 @@ def upload_file(store: S3Store, path: Path, key: str, sha256: str, settings: Sto
         # set when it began; the store gives no way to read it back before completion): send it afresh.
         log.info("upload of %s resumed an upload begun for other content: uploading it afresh", key)
         store.delete(key)
-        result = _multipart(store, path, key, sha256, settings.part_size_for(size), progress, resume=False)
+        fresh = _multipart(store, path, key, sha256, settings.part_size_for(size), progress, resume=False)
+        result = replace(fresh, bytes_sent=result.bytes_sent + fresh.bytes_sent)
     return result
 
 

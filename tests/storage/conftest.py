@@ -17,9 +17,6 @@ import pytest
 # Read by moto when it is imported: multipart parts down to 1 KiB.
 os.environ["S3_UPLOAD_PART_MIN_SIZE"] = "1024"
 
-TEST_SETTINGS = {"multipart_threshold": "16KiB", "part_size": "8KiB", "workers": 2}
-
-
 @pytest.fixture(scope="session")
 def s3_endpoint():
     from moto.server import ThreadedMotoServer

@@ -3,10 +3,10 @@
 import json
 
 import pytest
-from conftest import TEST_SETTINGS
+from s3_testkit import TEST_SETTINGS, Interrupt, StopAfter
 
 from datafarm.farm.deliver import MANIFEST
-from datafarm.storage import NoProgress, load_storage_settings, parse_s3_uri, push, verify_remote
+from datafarm.storage import load_storage_settings, parse_s3_uri, push, verify_remote
 
 pytestmark = pytest.mark.slow  # the delivery fixture runs lerobot's writer once (about 40 s)
 
@@ -59,22 +59,6 @@ def test_a_push_repairs_an_object_whose_size_or_sha256_differs(delivery, bucket,
     again = push(delivery, location, settings())
     assert sorted(again.uploaded) == ["dataset/meta/info.json", "episodes/000000/review.json"]
     assert verify_remote(location, settings()).ok
-
-
-class Interrupt(Exception):
-    """What stops the transfer in these tests: as if the user pressed Ctrl-C mid-upload."""
-
-
-class StopAfter(NoProgress):
-    """Progress that interrupts the push once `limit` bytes went up (the first push only)."""
-
-    def __init__(self, limit: int):
-        self.limit, self.sent = limit, 0
-
-    def advance(self, nbytes: int) -> None:
-        self.sent += nbytes
-        if self.sent >= self.limit:
-            raise Interrupt(f"interrupted after {self.sent} bytes")
 
 
 def unfinished_uploads(s3, bucket) -> list[dict]:
