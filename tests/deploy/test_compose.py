@@ -8,9 +8,13 @@ plugin is installed, `docker compose config` validates the file too.
 from __future__ import annotations
 
 import copy
+import os
 import re
 import shutil
+import socket
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -328,3 +332,66 @@ def test_docker_compose_validates_the_file(tmp_path):
     result = subprocess.run(["docker", "compose", "--env-file", str(env), "--profile", "gpu", "config", "--quiet"],
                             cwd=REPO, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def interpolate(value: str, env: dict[str, str]) -> str:
+    """Compose's ${NAME}, ${NAME:-default} and ${NAME:?message}, for the values these tests run."""
+    def one(match: re.Match) -> str:
+        name, operator, rest = match.group(1), match.group(2) or "", match.group(3) or ""
+        if env.get(name):
+            return env[name]
+        if operator == ":?":
+            raise KeyError(f"{name}: {rest}")
+        return rest if operator == ":-" else ""
+    return re.sub(r"\$\{(\w+)(:[-?])?([^}]*)\}", one, value)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_the_s3_store_its_health_check_and_the_bucket_step_run_as_written(tmp_path):
+    """The s3 service's command, its health check and the s3-bucket one-shot, run here as compose would run
+    them (the port moved to a free one); the bucket step is idempotent (a second `up` finds the bucket)."""
+    import boto3
+
+    services = load_compose()["services"]
+    port = str(free_port())
+    command = [port if part == "5000" else "127.0.0.1" if part == "0.0.0.0" else part
+               for part in services["s3"]["command"]]
+    assert command[:3] == ["python", "-m", "moto.server"]
+    server = subprocess.Popen([sys.executable, *command[1:]], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        check = [sys.executable if part == "python" else part.replace(":5000/", f":{port}/")
+                 for part in services["s3"]["healthcheck"]["test"][1:]]
+        deadline = time.monotonic() + 60
+        while subprocess.run(check, capture_output=True).returncode != 0:
+            assert time.monotonic() < deadline and server.poll() is None, "the s3 service never became healthy"
+            time.sleep(0.3)
+        values = {name: f"test-{name.lower()}" for name in SECRETS} | {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}"}
+        env = {k: interpolate(v, values) for k, v in environment(services["s3-bucket"]).items()}
+        bucket_step = [sys.executable, *services["s3-bucket"]["command"][1:]]
+        clean = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        for _ in range(2):
+            result = subprocess.run(bucket_step, env={**clean, **env}, capture_output=True, text=True)
+            assert result.returncode == 0, result.stderr
+        client = boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], region_name="us-east-1",
+                              aws_access_key_id="x", aws_secret_access_key="y")
+        assert [b["Name"] for b in client.list_buckets()["Buckets"]] == [env["DATAFARM_BUCKET"]] == ["datafarm"]
+        # Negative control: the health check fails once the store is gone.
+        server.terminate()
+        server.wait(timeout=30)
+        assert subprocess.run(check, capture_output=True).returncode != 0
+    finally:
+        server.kill()
+
+
+def test_required_secrets_stop_the_interpolation_with_the_fix():
+    services = load_compose()["services"]
+    with pytest.raises(KeyError, match="POSTGRES_PASSWORD: set POSTGRES_PASSWORD in .env"):
+        interpolate(environment(services["postgres"])["POSTGRES_PASSWORD"], {})
+    url = environment(services["prefect-server"])["PREFECT_API_DATABASE_CONNECTION_URL"]
+    assert interpolate(url, {"POSTGRES_PASSWORD": "s3cret"}) == "postgresql+asyncpg://prefect:s3cret@postgres:5432/prefect"
