@@ -49,8 +49,9 @@ def eval_real(
     policy: str = typer.Option(..., "--policy", help="A trained policy folder (WS/policies/act-cpu) or a control: "
                                                     "do-nothing, blind-replay."),
     episodes: int = typer.Option(10, "--episodes", help="Trials (evaluation seeds, never training seeds)."),
-    simulated: bool = typer.Option(False, "--simulated", help="Run on the simulated rig; the task's judge gives "
-                                                              "the verdicts."),
+    station: str = typer.Option("real", "--station", help="real: the arms; simulated: the seed's scene on the "
+                                "simulated rig; hil: the real driver (piper_sdk, virtual CAN) on fake firmwares "
+                                "stepping that scene. In both rehearsals the task's judge gives the verdicts."),
     left_can: str = typer.Option("can0", "--left-can", help="CAN interface of the LEFT arm."),
     right_can: str = typer.Option("can1", "--right-can", help="CAN interface of the RIGHT arm."),
     cameras: Path = typer.Option(None, "--cameras", help="cameras.yaml (configs/cameras.example.yaml); real arms."),
@@ -62,9 +63,9 @@ def eval_real(
     from flows.real_eval import real_eval_flow
 
     Workspace.open(workspace)
-    summary = real_eval_flow(str(workspace), policy, episodes, simulated, left_can, right_can,
+    summary = real_eval_flow(str(workspace), policy, episodes, station, left_can, right_can,
                              str(cameras) if cameras else None, time_limit, seed_start,
-                             None if simulated else TerminalOperator())
+                             TerminalOperator() if station == "real" else None)
     console.print(f"success {summary['successes']}/{summary['trials']} ({summary['rate']:.0%}), Wilson 95% "
                   f"[{summary['wilson_low']:.0%}, {summary['wilson_high']:.0%}]; trials in "
                   f"[bold]{workspace / 'evals-real' / summary['policy']}[/bold]")

@@ -1,11 +1,11 @@
-"""Prefect flow `real_eval`: evaluate a policy on the real dual PiPER (or, `simulated`, on its simulation).
+"""Prefect flow `real_eval`: evaluate a policy on the real dual PiPER (or rehearse it: `station` simulated or hil).
 
     connect (task) -> preflight (task) -> for each pending trial: placement card, operator's go, the
     policy loop, the operator's verdict, the trial's dataset and file (library) -> summary artifact (task)
 
 Trials run in the flow's body: the operator's go and verdict are Prefect pause-for-input
 (:class:`PrefectOperator`: the flow run pauses in the UI with a form; resume it with the form filled),
-which pauses the flow run itself. In simulated mode the verdict is the task's hidden judge
+which pauses the flow run itself. In a rehearsal (simulated, hil) the verdict is the task's hidden judge
 (:class:`datafarm.piper.real_eval.JudgeOperator`). Any other :class:`~datafarm.piper.real_eval.Operator`
 (the command line's terminal one) may be passed. A rerun resumes at the next trial; an emergency stop
 ends the run (the summary is still published) and the flow fails with the SafetyStop.
@@ -21,7 +21,7 @@ from prefect import flow
 from prefect.flow_runs import pause_flow_run
 from prefect.input import RunInput
 
-from datafarm.piper.eval_station import SimStation
+import flows.run_logs  # noqa: F401  (a deployment loads this file as a script: register our log lines here too)
 from datafarm.piper.real_eval import (
     DEFAULT_TIME_LIMIT_S,
     JudgeOperator,
@@ -75,21 +75,21 @@ class PrefectOperator:
 
 
 @flow(name="real_eval")
-def real_eval_flow(workspace_path: str, policy: str, episodes: int = 10, simulated: bool = False,
+def real_eval_flow(workspace_path: str, policy: str, episodes: int = 10, station: str = "real",
                    left_can: str = "can0", right_can: str = "can1", cameras_file: str | None = None,
                    time_limit_s: float = DEFAULT_TIME_LIMIT_S, seed_start: int | None = None,
                    operator: Any = None) -> dict:
     """Evaluate `policy` (a policy folder or a control) for `episodes` trials; returns the summary."""
     workspace = Workspace.open(workspace_path)
-    run = plan_real_eval(workspace, policy, episodes, time_limit_s, simulated, seed_start)
-    station = connect_station_task(run, left_can, right_can, cameras_file)
+    run = plan_real_eval(workspace, policy, episodes, time_limit_s, station, seed_start)
+    arms = connect_station_task(run, left_can, right_can, cameras_file)
     try:
-        preflight_task(station)
+        preflight_task(arms)
         if operator is None:
-            operator = JudgeOperator(station) if isinstance(station, SimStation) else PrefectOperator()
+            operator = PrefectOperator() if run.station == "real" else JudgeOperator(arms)
         if run.pending():
-            run_real_trials(run, station, load_eval_policy(workspace, policy), operator)
+            run_real_trials(run, arms, load_eval_policy(workspace, policy), operator)
     finally:
-        station.close()
+        arms.close()
         summary = summary_task(run)
     return summary

@@ -21,7 +21,8 @@ from tasks.farm_tasks import artifact_key
 @task(name="real-eval-connect", cache_policy=NO_CACHE, persist_result=False)
 def connect_station_task(run: RealEvalRun, left_can: str = "can0", right_can: str = "can1",
                          cameras_file: str | None = None) -> Station:
-    """Open the arms (and cameras), or the simulated scenes with the task's judge."""
+    """Open the arms (and cameras), or the simulated scenes (SimPair, or the real driver on fake firmwares)
+    with the task's judge."""
     return open_station(Workspace.open(run.workspace_root), run, left_can, right_can,
                         Path(cameras_file) if cameras_file else None)
 
@@ -37,7 +38,7 @@ def preflight_task(station: Station) -> dict:
 def summary_task(run: RealEvalRun) -> dict:
     """Publish success with its Wilson interval, every trial's verdict and links to its videos; return it."""
     summary = summarize(run)
-    lines = [f"# {'simulated' if run.simulated else 'real'} evaluation of {run.name}",
+    lines = [f"# {run.station} evaluation of {run.name}",
              (f"success {summary['successes']}/{summary['trials']} ({summary['rate']:.0%}), Wilson 95% "
               f"[{summary['wilson_low']:.0%}, {summary['wilson_high']:.0%}]; {summary['estops']} emergency stop(s); "
               f"{summary['planned']} trials planned"),

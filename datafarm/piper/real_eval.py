@@ -8,7 +8,12 @@ One trial (:func:`run_real_trial`)::
     -> operator.verdict(trial) -> (success, notes)
     -> the trial as a one-episode LeRobot dataset (cameras, 14-D state, 14-D action) + its trial file
 
-Layout, WS/evals-real/<policy>/: ``eval.json`` (what was asked, the seeds), ``cards/<seed>.png``,
+Stations (:data:`STATIONS`): ``real`` (the arms), ``simulated`` (the seed's scene through SimPair) and
+``hil`` (hardware in the loop, simulated: the real driver, piper_sdk over virtual CAN, against fake
+firmwares stepping the seed's scene: a rehearsal of the real path before the arms are plugged in). In
+both rehearsals the task's hidden judge gives the verdicts.
+
+Layout, WS/evals-real/<policy>[-simulated|-hil]/ (a rehearsal never resumes into the arms' trials): ``eval.json`` (what was asked, the seeds), ``cards/<seed>.png``,
 ``episodes/<seed>/`` (the trial's LeRobot dataset, written by lerobot's own writer) and
 ``trials/<seed>.json`` (verdict, notes, how it ended; written last and atomically: a rerun skips every
 seed with a trial file, so an interrupted evaluation resumes at the next trial). An emergency stop
@@ -35,6 +40,7 @@ import numpy as np
 from datafarm.cameras import CAMERA_KEYS, CAMERAS
 from datafarm.errors import SafetyStop
 from datafarm.piper.eval_station import SimStation, Station
+from datafarm.piper.driver import WatchdogConfig
 from datafarm.piper.placement_card import draw_placement_card
 from datafarm.policy.controls import Policy
 from datafarm.sim.spaces import AXIS_NAMES, DOF
@@ -80,7 +86,7 @@ class JudgeOperator:
     """Simulation: no one places anything (the seed's scene is built), the verdict is the task's hidden
     judge on the trial's simulated trace, asked every `check_every_s` too so a success ends the trial."""
 
-    def __init__(self, station: SimStation, check_every_s: float = 1.0):
+    def __init__(self, station: Station, check_every_s: float = 1.0):
         self.station = station
         self.check_every = max(1, round(check_every_s * station.rate_hz))
         self._verdict = None
@@ -104,6 +110,16 @@ class JudgeOperator:
         return self.station.judge.judge_trace(self.station.trial.trace())
 
 
+STATIONS = {
+    "real": "the dual PiPER over CAN, cameras through lerobot; the operator places, starts and judges",
+    "simulated": "each trial in its seed's simulated scene through SimPair; the task's hidden judge judges",
+    "hil": "the real driver (piper_sdk, virtual CAN) against fake firmwares stepping the seed's scene; the judge judges",
+}
+# Under HIL the scene, the policy and the sandboxed judge share the CPU with the control loop: feedback and
+# command gaps far beyond the real arms' limits are normal there (measured on 2 loaded cores, see tests/piper).
+HIL_WATCHDOG = WatchdogConfig(max_feedback_age_s=0.25, min_feedback_hz=40.0, deadline_s=3.0)
+
+
 @dataclass(frozen=True)
 class RealEvalRun:
     """One evaluation of one policy on a station and where its files live."""
@@ -113,7 +129,7 @@ class RealEvalRun:
     name: str
     seeds: tuple[int, ...]
     time_limit_s: float = DEFAULT_TIME_LIMIT_S
-    simulated: bool = False
+    station: str = "real"  # a key of STATIONS
 
     @property
     def folder(self) -> Path:
@@ -158,8 +174,10 @@ class RealTrialResult:
 
 
 def plan_real_eval(workspace: Workspace, policy: str, episodes_count: int, time_limit_s: float = DEFAULT_TIME_LIMIT_S,
-                   simulated: bool = False, seed_start: int | None = None) -> RealEvalRun:
+                   station: str = "real", seed_start: int | None = None) -> RealEvalRun:
     """Pick the evaluation seeds (never a training seed) and write eval.json; moves nothing."""
+    from datafarm.errors import BadInput
+
     from datafarm.policy.evaluate import (
         EVAL_SEED_START,
         evaluation_seeds,
@@ -167,12 +185,15 @@ def plan_real_eval(workspace: Workspace, policy: str, episodes_count: int, time_
         task_name,
     )
 
+    if station not in STATIONS:
+        raise BadInput(f"unknown station {station!r}; choose one of {', '.join(STATIONS)}")
     start = EVAL_SEED_START if seed_start is None else seed_start
     seeds = evaluation_seeds(workspace, policy, episodes_count, start)
-    run = RealEvalRun(workspace.root, policy, policy_name(policy), tuple(seeds), time_limit_s, simulated)
+    name = policy_name(policy) + ("" if station == "real" else f"-{station}")
+    run = RealEvalRun(workspace.root, policy, name, tuple(seeds), time_limit_s, station)
     workspace.write_json(str(run.folder.relative_to(workspace.root) / "eval.json"), {
         "policy": str(policy), "name": run.name, "seeds": seeds, "seed_start": start, "task": task_name(workspace),
-        "time_limit_s": time_limit_s, "simulated": simulated})
+        "time_limit_s": time_limit_s, "station": station})
     return run
 
 
@@ -183,7 +204,7 @@ def run_real_trials(run: RealEvalRun, station: Station, policy: Policy, operator
     workspace = Workspace.open(run.workspace_root)
     todo = [seed for seed in (run.pending() if seeds is None else seeds) if not run.trial_file(seed).exists()]
     log.info("real eval %s: %d of %d trials to run (%s)", run.name, len(todo), len(run.seeds),
-             "simulated" if run.simulated else "real arms")
+             STATIONS[run.station])
     for seed in todo:
         index = run.seeds.index(seed) if seed in run.seeds else -1
         result = run_real_trial(run, workspace, station, policy, operator, seed, index)
@@ -293,7 +314,7 @@ def summarize(run: RealEvalRun) -> dict[str, Any]:
     results = run.results()
     successes = sum(1 for r in results if r["success"])
     low, high = wilson_interval(successes, len(results)) if results else (0.0, 1.0)
-    return {"policy": run.name, "simulated": run.simulated, "trials": len(results), "planned": len(run.seeds),
+    return {"policy": run.name, "station": run.station, "trials": len(results), "planned": len(run.seeds),
             "successes": successes, "rate": successes / len(results) if results else 0.0, "wilson_low": low,
             "wilson_high": high, "estops": sum(1 for r in results if r["end"] == "estop"),
             "results": [{k: r[k] for k in ("index", "seed", "success", "end", "notes", "steps", "episode", "videos")}
@@ -309,9 +330,10 @@ def _write_atomically(path: Path, data: dict) -> None:
 
 def open_station(workspace: Workspace, run: RealEvalRun, left_can: str = "can0", right_can: str = "can1",
                  cameras_file: Path | None = None) -> Station:
-    """The station `run` drives: the real pair (connected through lerobot's robot) or the simulated scenes
-    with the task's hidden judge (the expert folder and the policy hidden from it)."""
-    if not run.simulated:
+    """The station `run` drives: the real pair (connected through lerobot's robot), or the seeds' simulated
+    scenes (through SimPair, or through the real driver and fake firmwares) with the task's hidden judge (the
+    expert folder and the policy hidden from it)."""
+    if run.station == "real":
         from datafarm.piper.eval_station import RealStation
 
         return RealStation.connect(left_can, right_can, cameras_file)
@@ -320,7 +342,13 @@ def open_station(workspace: Workspace, run: RealEvalRun, left_can: str = "can0",
 
     setup = trial_setup(workspace)
     hidden = [workspace.path("expert")] + ([Path(run.policy).resolve()] if run.policy not in CONTROLS else [])
-    return SimStation(setup, TrialJudge(setup.package, run.folder / ".judge", hidden), owns_judge=True)
+    judge = TrialJudge(setup.package, run.folder / ".judge", hidden)
+    if run.station == "hil":
+        from datafarm.piper.driver import PiperPairConfig
+        from datafarm.piper.rig_firmware import HilStation
+
+        return HilStation(setup, judge, PiperPairConfig(watchdog=HIL_WATCHDOG), owns_judge=True)
+    return SimStation(setup, judge, owns_judge=True)
 
 
 def load_eval_policy(workspace: Workspace, policy: str) -> Policy:
@@ -342,6 +370,6 @@ def load_eval_policy(workspace: Workspace, policy: str) -> Policy:
     return load_lerobot_policy(policy, instruction=workspace_package(workspace).info.instruction)
 
 
-__all__ = ["DEFAULT_TIME_LIMIT_S", "REAL_EVALS", "JudgeOperator", "Operator", "RealEvalRun", "RealTrialResult",
+__all__ = ["DEFAULT_TIME_LIMIT_S", "HIL_WATCHDOG", "REAL_EVALS", "STATIONS", "JudgeOperator", "Operator", "RealEvalRun", "RealTrialResult",
            "TrialInfo", "load_eval_policy", "open_station", "plan_real_eval", "run_real_trial", "run_real_trials",
            "summarize", "write_trial_episode"]

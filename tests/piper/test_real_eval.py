@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from datafarm.errors import SafetyStop
+from datafarm.errors import BadInput, SafetyStop
 from datafarm.workspace import Workspace
 
 # Tests taking `workspace` are slow: they need the farmed workspace (a session fixture: minutes).
@@ -65,7 +65,6 @@ class _NaNPolicy:
 
 
 def test_the_head_camera_projects_its_target_to_the_image_centre():
-    from datafarm.errors import BadInput
     from datafarm.piper.placement_card import project_to_head
     from datafarm.sim.config import load_rig_config
 
@@ -120,12 +119,13 @@ def test_expert_replay_is_judged_success_and_doing_nothing_failure(workspace, st
     seed = episode["seed"]  # a training seed: the library directly (plan_real_eval would refuse it)
     actions = recorded_actions(workspace / "episodes" / f"{episode['index']:06d}" / "sim")
     operator = JudgeOperator(station)
-    replay = RealEvalRun(workspace, "expert-replay", "expert-replay", (seed,), time_limit_s=30.0, simulated=True)
+    replay = RealEvalRun(workspace, "expert-replay", "expert-replay", (seed,), time_limit_s=30.0, station="simulated")
     [result] = run_real_trials(replay, station, ActionReplay(actions), operator)
     assert result["success"] and result["end"] == "judge", result
     looking = DoNothing()
     looking.cameras = ("head",)  # render and record one view
-    nothing = RealEvalRun(workspace, "do-nothing", "do-nothing-on-a-training-seed", (seed,), time_limit_s=1.0, simulated=True)
+    nothing = RealEvalRun(workspace, "do-nothing", "do-nothing-on-a-training-seed", (seed,), time_limit_s=1.0,
+                          station="simulated")
     [control] = run_real_trials(nothing, station, looking, operator)
     assert not control["success"] and control["end"] == "time_limit" and control["steps"] == 30, control
     assert control["notes"].startswith("judge:")
@@ -140,7 +140,7 @@ def test_a_nan_policy_is_estopped_and_ends_the_run(workspace, station):
     from datafarm.piper.real_eval import JudgeOperator, RealEvalRun, run_real_trials
 
     seeds = (1_000_100, 1_000_101)
-    run = RealEvalRun(workspace, "nan", "nan", seeds, time_limit_s=1.0, simulated=True)
+    run = RealEvalRun(workspace, "nan", "nan", seeds, time_limit_s=1.0, station="simulated")
     with pytest.raises(SafetyStop, match="emergency-stopped"):
         run_real_trials(run, station, _NaNPolicy(), JudgeOperator(station))
     trial = json.loads(run.trial_file(seeds[0]).read_text())
@@ -154,17 +154,26 @@ def test_a_nan_policy_is_estopped_and_ends_the_run(workspace, station):
 def test_real_eval_flow_runs_trials_and_a_rerun_skips_them(workspace, prefect_harness):
     from flows.real_eval import real_eval_flow
 
-    summary = real_eval_flow(str(workspace), "do-nothing", episodes=2, simulated=True, time_limit_s=1.0)
+    summary = real_eval_flow(str(workspace), "do-nothing", episodes=2, station="simulated", time_limit_s=1.0)
     assert summary["trials"] == 2 and summary["successes"] == 0 and summary["wilson_high"] < 0.9
-    folder = workspace / "evals-real" / "do-nothing"
+    folder = workspace / "evals-real" / "do-nothing-simulated"  # a rehearsal never resumes into the arms' trials
     trials = sorted(folder.glob("trials/*.json"))
     assert [int(p.stem) for p in trials] == json.loads((folder / "eval.json").read_text())["seeds"]
     assert all((folder / "episodes" / p.stem / "meta" / "info.json").is_file() for p in trials)
     assert all((folder / "cards" / f"{p.stem}.png").is_file() for p in trials)
     from prefect.artifacts import Artifact
 
-    artifact = Artifact.get(f"eval-real-{workspace.name}-do-nothing")
+    artifact = Artifact.get(f"eval-real-{workspace.name}-do-nothing-simulated")
     assert artifact is not None and "Wilson 95%" in artifact.data and "| failure | time_limit |" in artifact.data
     written = [p.stat().st_mtime_ns for p in trials]
-    again = real_eval_flow(str(workspace), "do-nothing", episodes=2, simulated=True, time_limit_s=1.0)
+    again = real_eval_flow(str(workspace), "do-nothing", episodes=2, station="simulated", time_limit_s=1.0)
     assert again["trials"] == 2 and [p.stat().st_mtime_ns for p in trials] == written
+
+    # the same flow on the real driver's path: piper_sdk over virtual CAN, fake firmwares stepping the scene
+    hil = real_eval_flow(str(workspace), "do-nothing", episodes=1, station="hil", time_limit_s=1.0)
+    [trial] = hil["results"]
+    assert hil["station"] == "hil" and trial["end"] == "time_limit" and not trial["success"]
+    assert not json.loads((workspace / "evals-real" / "do-nothing-hil" / "trials" / f"{trial['seed']}.json")
+                          .read_text())["simulated"]  # the real driver's clock and checks, not the sim pair's
+    with pytest.raises(BadInput, match="unknown station 'arms'; choose one of real, simulated, hil"):
+        real_eval_flow(str(workspace), "do-nothing", episodes=1, station="arms")
