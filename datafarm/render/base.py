@@ -22,8 +22,9 @@ class Renderer(ABC):
     """Turns a simulated episode into photographic video for all of its cameras in one call.
 
     Contract of `render`:
-    - inputs: the workspace's render contract (datafarm.render.contract; its cameras must be the episode's,
-      what else a backend takes from it is its own: prompts, control, seed for wan-vace); the recorded sim episode (per camera RGB, depth, segmentation with its legend, extrinsics);
+    - inputs: the workspace's render contract (datafarm.render.contract; its cameras must be the episode's;
+      what else a backend takes from it is its own: prompts, control, seed for wan-vace); the recorded sim
+      episode (per camera RGB, depth, segmentation with its legend, extrinsics);
       `references`: real RGB frames (H, W, 3) uint8 per camera from the calibration episode, keyed
       "head", "left_wrist", "right_wrist"; for the head camera `references["head"][0]` is the
       background plate (a view of the real scene, ideally without the arms in the way); the

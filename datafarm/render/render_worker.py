@@ -107,7 +107,8 @@ def create_app(load: Callable[[], object], max_request_bytes: int = DEFAULT_MAX_
         async for part in request.stream():
             body += part
             if len(body) > state.max_request_bytes:
-                return refuse(413, "too_large", f"request is over this worker's limit of {state.max_request_bytes} bytes")
+                return refuse(413, "too_large",
+                              f"request is over this worker's limit of {state.max_request_bytes} bytes")
         if state.pipeline is None:
             return refuse(503, "busy", "the model is still loading" if not state.load_error else state.load_error,
                           **{"Retry-After": "10"})

@@ -75,18 +75,19 @@ class WanSize:
     text_layers: int
     text_heads: int
     text_ff: int
+    text_buckets: int
     vae_base_dim: int
     vae_res_blocks: int
     vocabulary: int
 
 
 TINY = WanSize(layers=2, heads=2, head_dim=8, ffn_dim=32, vace_layers=(0, 1), text_dim=32, text_layers=2,
-               text_heads=2, text_ff=64, vae_base_dim=8, vae_res_blocks=1, vocabulary=64)
+               text_heads=2, text_ff=64, text_buckets=8, vae_base_dim=8, vae_res_blocks=1, vocabulary=64)
 # Wan2.1-VACE-1.3B's transformer (30 layers, 12 x 128 heads, VACE blocks every second layer), the real VAE
 # (base 96) and UMT5-XXL (24 layers, 4096 wide) text encoder.
 WAN_1_3B = WanSize(layers=30, heads=12, head_dim=128, ffn_dim=8960, vace_layers=tuple(range(0, 30, 2)),
-                   text_dim=4096, text_layers=24, text_heads=64, text_ff=10240, vae_base_dim=96, vae_res_blocks=2,
-                   vocabulary=256384)
+                   text_dim=4096, text_layers=24, text_heads=64, text_ff=10240, text_buckets=32, vae_base_dim=96,
+                   vae_res_blocks=2, vocabulary=256384)
 
 
 def _word_tokenizer(vocabulary: int):
@@ -109,10 +110,11 @@ def build_random_pipeline(size: WanSize = TINY, seed: int = 0):
     torch.manual_seed(seed)
     text_encoder = UMT5EncoderModel(UMT5Config(
         vocab_size=size.vocabulary, d_model=size.text_dim, d_kv=size.text_dim // size.text_heads,
-        d_ff=size.text_ff, num_layers=size.text_layers, num_heads=size.text_heads, relative_attention_num_buckets=8,
-        feed_forward_proj="gated-gelu", pad_token_id=0, eos_token_id=1, decoder_start_token_id=0))
-    vae = AutoencoderKLWan(base_dim=size.vae_base_dim, z_dim=16, dim_mult=[1, 2, 4, 4], num_res_blocks=size.vae_res_blocks,
-                           temperal_downsample=[False, True, True])
+        d_ff=size.text_ff, num_layers=size.text_layers, num_heads=size.text_heads,
+        relative_attention_num_buckets=size.text_buckets, feed_forward_proj="gated-gelu", pad_token_id=0,
+        eos_token_id=1, decoder_start_token_id=0))
+    vae = AutoencoderKLWan(base_dim=size.vae_base_dim, z_dim=16, dim_mult=[1, 2, 4, 4],
+                           num_res_blocks=size.vae_res_blocks, temperal_downsample=[False, True, True])
     transformer = WanVACETransformer3DModel(
         patch_size=(1, 2, 2), num_attention_heads=size.heads, attention_head_dim=size.head_dim, in_channels=16,
         out_channels=16, text_dim=size.text_dim, freq_dim=256, ffn_dim=size.ffn_dim, num_layers=size.layers,

@@ -69,7 +69,8 @@ class GenerationSettings:
         if not is_frame_count(self.chunk_frames):
             raise RenderError(f"chunk_frames must have the form 4k+1 (e.g. 33, 49, 81), got {self.chunk_frames}")
         if not 0 < self.overlap_frames < self.chunk_frames - 1:
-            raise RenderError(f"overlap_frames must be between 1 and {self.chunk_frames - 2}, got {self.overlap_frames}")
+            raise RenderError(f"overlap_frames must be between 1 and {self.chunk_frames - 2}, "
+                              f"got {self.overlap_frames}")
         if not 1 <= self.steps <= 200 or self.guidance_scale < 0:
             raise RenderError(f"steps must be 1..200 and guidance_scale >= 0, got {self.steps}, {self.guidance_scale}")
 
@@ -223,7 +224,8 @@ class WanVaceRenderer(Renderer):
             except WeightsMissing as error:
                 raise RendererUnavailable(str(error)) from None
         if worker is not None and not str(worker).startswith(("http://", "https://")):
-            raise RendererUnavailable(f"render_worker must be an http(s) URL such as http://gpu-node:8700, got {worker!r}")
+            raise RendererUnavailable(f"render_worker must be an http(s) URL such as http://gpu-node:8700, "
+                                      f"got {worker!r}")
 
     def backend(self) -> GenerationBackend:
         self.check_available(self.model, self.worker)
