@@ -77,9 +77,11 @@ def farm(
     from datafarm.workspace import Workspace
 
     from datafarm.farm.prepare import check_ready
+    from datafarm.workspace.lock import check_unlocked
 
     selected_phases(phase, until)  # clear errors before Prefect starts
     check_ready(Workspace.open(workspace))
+    check_unlocked(workspace)  # another run farming it: refused here; the flow itself holds the lock
     from cli.progress import farm_progress
     from flows.farm import farm_flow
 

@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from cli import evaluation, farm, policy, real_eval, render, robot, sim, storage
+from cli import evaluation, farm, policy, real_eval, remote, render, robot, sim, storage
 from cli.errors import guard_all
 
 # The embedded Prefect server is given 20 s to start by default; a busy machine (the farm's own
@@ -61,6 +61,7 @@ policy.register(app)
 evaluation.register(app)
 robot.register(app)
 real_eval.register(app)
+remote.register_commands(app)
 render.register(app)
 storage.register(app)
 guard_all(app, setup_logging)

@@ -4,8 +4,11 @@
     PREFECT_API_URL=http://127.0.0.1:4200/api python deployments/serve.py
 
 Then trigger runs from the UI, with `prefect deployment run farm/farm --param workspace_path=WS`,
-or over the API: POST /api/deployments/{id}/create_flow_run {"parameters": {"workspace_path": WS}}.
-`DATAFARM_FARM_CRON` (e.g. "0 2 * * *") schedules nightly farm runs of `DATAFARM_WORKSPACE`.
+over the API: POST /api/deployments/{id}/create_flow_run {"parameters": {"workspace_path": WS}}, or a new
+request with `datafarm submit --request-file R --episode CALIB`.
+`DATAFARM_FARM_CRON` (e.g. "0 2 * * *") schedules nightly farm runs of `DATAFARM_WORKSPACE`;
+`DATAFARM_TOP_UP_CRON` (default "0 2 * * *") the top-up of every registered workspace.
+A remote PREFECT_API_URL needs PREFECT_API_AUTH_STRING (the server's auth string) in the environment.
 """
 
 from __future__ import annotations
@@ -17,10 +20,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from prefect import serve  # noqa: E402
+from prefect.settings import PREFECT_API_URL  # noqa: E402
+
+from datafarm.api_auth import check_client_auth  # noqa: E402
+from datafarm.errors import BadInput  # noqa: E402
 
 from flows.eval_sim import eval_sim_flow  # noqa: E402
 from flows.farm import episodes_flow, farm_flow, harvest_flow, verify_flow  # noqa: E402
 from flows.real_eval import real_eval_flow  # noqa: E402
+from flows.request import request_flow  # noqa: E402
+from flows.top_up import top_up_flow  # noqa: E402
 from flows.train import train_flow  # noqa: E402
 
 
@@ -40,8 +49,16 @@ def deployments():
     evaluate = eval_sim_flow.to_deployment(name="eval_sim", description="Closed-loop evaluation with controls.")
     # On the host wired to the arms: the operator's go and verdicts are forms of the paused flow run.
     real = real_eval_flow.to_deployment(name="real_eval", description="Evaluate a policy on the dual PiPER.")
-    return [farm, render, *others, train, evaluate, real]
+    # New requests over the API, and the nightly top-up of every workspace registered under the farm root.
+    request = request_flow.to_deployment(name="request", description="Check, prepare, farm and deliver a new request.")
+    top_up = top_up_flow.to_deployment(name="top-up", cron=os.environ.get("DATAFARM_TOP_UP_CRON", "0 2 * * *"),
+                                       description="Top up every registered workspace (skips running or spent ones).")
+    return [farm, render, *others, train, evaluate, real, request, top_up]
 
 
 if __name__ == "__main__":
+    try:
+        check_client_auth(PREFECT_API_URL.value() or "http://127.0.0.1")
+    except BadInput as error:
+        sys.exit(f"error: {error}")
     serve(*deployments())

@@ -8,6 +8,7 @@ import os
 
 from prefect import flow
 
+import flows.run_logs  # noqa: F401  (a deployment loads this file as a script: register our log lines here too)
 from datafarm.policy.evaluate import CONTROLS, EVAL_SEED_START, plan_run, split
 from datafarm.workspace import Workspace
 from tasks.eval_tasks import eval_batch_task, eval_report_task

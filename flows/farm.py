@@ -7,21 +7,37 @@ Prefect tasks for the per-item work.
 from __future__ import annotations
 
 from functools import partial
+from pathlib import Path
 
 from prefect import flow
-from prefect.artifacts import create_markdown_artifact
 
+import flows.run_logs  # noqa: F401  (a deployment loads this file as a script: register our log lines here too)
 from datafarm.farm.collect import EpisodeSteps, collect_episodes
 from datafarm.farm.registry import FLOWS, phases_of_flow, selected_phases
 from datafarm.farm.runner import PhaseOutcome
-from datafarm.farm.summary import farm_summary
 from datafarm.workspace import Workspace
+from datafarm.workspace.lock import farm_lock
 from tasks.farm_tasks import (harvest_task, phase_task, publish_phase_cost, render_episode_task, review_episode_task,
                               rollout_episode_task, verify_task)
+from tasks.request_tasks import publish_run_report_task
+
+
+def run_label() -> str:
+    """Who holds a farm lock: this flow run (name and id), or the process when no run is known."""
+    from prefect.runtime import flow_run
+
+    return f"flow run {flow_run.name!r} ({flow_run.id})" if flow_run.id else "a run outside Prefect"
+
+
+def locked(workspace_path: str):
+    """The workspace's farm lock for this run (re-entered by the flows `farm` runs inside it)."""
+    Workspace.open(workspace_path)  # a missing workspace says so, not the lock
+    return farm_lock(Path(workspace_path), run_label())
 
 
 def _run_phases(flow_name: str, workspace_path: str, phases: list[str] | None, force: bool) -> list[PhaseOutcome]:
-    return [phase_task(workspace_path, phase, force) for phase in phases or phases_of_flow(flow_name)]
+    with locked(workspace_path):
+        return [phase_task(workspace_path, phase, force) for phase in phases or phases_of_flow(flow_name)]
 
 
 @flow(name="survey")
@@ -57,7 +73,8 @@ def episodes_flow(workspace_path: str, phases: list[str] | None = None) -> dict:
     steps = EpisodeSteps(rollout=partial(rollout_episode_task, workspace_path),
                          render=partial(render_episode_task, workspace_path),
                          review=partial(review_episode_task, workspace_path))
-    report = collect_episodes(workspace, steps, phases)
+    with locked(workspace_path):
+        report = collect_episodes(workspace, steps, phases)
     for phase in phases:
         publish_phase_cost(workspace, phase)
     return report
@@ -65,7 +82,8 @@ def episodes_flow(workspace_path: str, phases: list[str] | None = None) -> dict:
 
 @flow(name="harvest")
 def harvest_flow(workspace_path: str, phases: list[str] | None = None) -> dict:
-    return harvest_task(workspace_path)
+    with locked(workspace_path):
+        return harvest_task(workspace_path)
 
 
 @flow(name="verify")
@@ -79,15 +97,16 @@ FLOW_OF = {"survey": survey_flow, "build": build_flow, "contract": contract_flow
 
 @flow(name="farm")
 def farm_flow(workspace_path: str, phase: str | None = None, until: str | None = None):
-    """Every phase in the registry's order (or one, or up to one); done work is skipped, so a rerun resumes."""
+    """Every phase in the registry's order (or one, or up to one); done work is skipped, so a rerun resumes.
+
+    One farm run per workspace: the run holds the workspace's farm lock; a second is refused naming it."""
     selected = selected_phases(phase, until)
     report = None
-    for name in FLOWS:
-        phases = [p for p in phases_of_flow(name) if p in selected]
-        if phases:
-            result = FLOW_OF[name](workspace_path, phases=phases)
-            report = result if name == "verify" else report
-    workspace = Workspace.open(workspace_path)
-    create_markdown_artifact(markdown=farm_summary(workspace), key="farm-summary",
-                             description=f"workspace {workspace.root.name}")
+    with locked(workspace_path):
+        for name in FLOWS:
+            phases = [p for p in phases_of_flow(name) if p in selected]
+            if phases:
+                result = FLOW_OF[name](workspace_path, phases=phases)
+                report = result if name == "verify" else report
+        publish_run_report_task(workspace_path)
     return report

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from prefect import flow
 
+import flows.run_logs  # noqa: F401  (a deployment loads this file as a script: register our log lines here too)
 from datafarm.policy.train import TrainResult
 from tasks.policy_tasks import train_task
 

@@ -28,14 +28,22 @@ TRANSIENT_RETRIES = {"retries": 2, "retry_delay_seconds": 5, "retry_condition_fn
 
 
 def artifact_key(text: str) -> str:
-    return "".join(c if c.isalnum() else "-" for c in text.lower()).strip("-")
+    """Prefect's artifact keys allow lowercase ASCII letters, digits and dashes only."""
+    key = "".join(c if c.isascii() and c.isalnum() else "-" for c in text.lower())
+    return "-".join(part for part in key.split("-") if part)
+
+
+def workspace_artifact_key(workspace: Workspace, what: str) -> str:
+    """`<what>-<workspace folder>`: one key per workspace, so workspaces never overwrite each other's."""
+    return artifact_key(f"{what}-{workspace.root.name}")
 
 
 def publish_phase_cost(workspace: Workspace, phase: str) -> None:
-    """A table artifact per phase: what, quantity, unit price, USD."""
+    """A table artifact per phase and workspace: what, quantity, unit price, USD (the ledger's totals, so a
+    rerun publishes a new version of the same key with the totals, never the costs added twice)."""
     table = phase_cost_rows(workspace, phase)
     if table:
-        create_table_artifact(table=table, key=artifact_key(f"cost-{phase}"),
+        create_table_artifact(table=table, key=workspace_artifact_key(workspace, f"cost-{phase}"),
                               description=f"{phase} cost for workspace {workspace.root.name}")
 
 

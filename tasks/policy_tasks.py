@@ -16,11 +16,13 @@ def publish_training(workspace: Workspace, result: TrainResult) -> None:
     name = result.folder.name
     publish_phase_cost(workspace, f"train:{name}")
     create_markdown_artifact(
-        key=artifact_key(f"loss-curve-{name}"), description=f"loss curve of {name} in {workspace.root.name}",
+        key=artifact_key(f"loss-curve-{name}-{workspace.root.name}"),
+        description=f"loss curve of {name} in {workspace.root.name}",
         markdown=f"![loss curve of {name}]({result.loss_curve.resolve().as_uri()})\n\n"
                  f"`{result.loss_curve.resolve()}`")
     timing = result.timing
-    create_table_artifact(key=artifact_key(f"training-{name}"), description=f"training run of {name}", table=[{
+    create_table_artifact(key=artifact_key(f"training-{name}-{workspace.root.name}"),
+                          description=f"training run of {name} in {workspace.root.name}", table=[{
         "steps": result.steps_done, "resumed_from": result.resumed_from, "final_loss": result.final_loss,
         "seconds_per_step": round(timing.seconds_per_step, 3) if timing else None,
         "loading_share": round(timing.loading_share, 3) if timing else None,

@@ -19,6 +19,7 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -42,6 +43,7 @@ class RequestParameters(BaseModel):
     renderer: str = "composite"
     max_usd: float | None = Field(None, description="the workspace's whole budget (USD); none: no budget")
     phase_caps: dict[str, float] | None = Field(None, description="USD cap per LLM phase, e.g. {'expert': 2.0}")
+    settings: dict[str, Any] | None = Field(None, description="other farm settings, e.g. {'expert_trial_seeds': 3}")
 
 
 @dataclass(frozen=True)
@@ -138,8 +140,8 @@ def plan_request(parameters: RequestParameters | dict) -> RequestPlan:
     if not isinstance(parameters, RequestParameters):
         parameters = RequestParameters.model_validate(parameters)
     check_request(parameters.request)
-    settings = load_settings({"target_count": parameters.target_count, "renderer": parameters.renderer},
-                             "request", {"target_count": "give target_count as a whole number from 1 to 100000",
+    values = {**(parameters.settings or {}), "target_count": parameters.target_count, "renderer": parameters.renderer}
+    settings = load_settings(values, "request", {"target_count": "give target_count as a whole number from 1 to 100000",
                                          "renderer": "give one of them as renderer (composite runs on the CPU)"})
     from datafarm.render.registry import check_renderer_available
 

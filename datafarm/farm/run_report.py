@@ -59,7 +59,8 @@ def run_report(workspace: Workspace, sheet: Path | None) -> str:
              f"- episodes admitted / tried: **{numbers.admitted} / {numbers.tried}** (target {numbers.target})",
              f"- total cost: **${numbers.total_usd:.4f}**, ${numbers.total_usd / max(1, numbers.admitted):.4f} "
              "per admitted episode",
-             f"- per hour of three-view data: ${numbers.total_usd / max(hours, 1e-9):.2f} ({hours * 3600:.0f} s recorded)",
+             f"- per hour of three-view data: ${numbers.total_usd / max(hours, 1e-9):.2f} "
+             f"({hours * 3600:.0f} s recorded)",
              f"- workspace: `{workspace.root.resolve()}`", "",
              "## Cost per phase", "", "| phase | cpu USD | gpu USD | llm USD | total USD |", "|---|---|---|---|---|"]
     for phase, items in phase_costs(workspace):

@@ -45,6 +45,8 @@ def test_a_good_request_plans_a_new_workspace_under_the_farm_root(roots):
     ({"max_usd": float("nan")}, "max_usd"),
     ({"phase_caps": {"rollout": 1.0}}, "unknown phases"),
     ({"phase_caps": {"expert": -2.0}}, "USD >= 0"),
+    ({"settings": {"colour": "red"}}, "colour"),
+    ({"settings": {"expert_trial_seeds": 0}}, "expert_trial_seeds"),
 ])
 def test_bad_parameters_are_refused_before_any_work(roots, changes, message):
     changes = {k: v.replace("{root}", str(roots)) if isinstance(v, str) else v for k, v in changes.items()}

@@ -2,6 +2,7 @@
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -60,7 +61,7 @@ def test_a_lock_past_its_lease_is_stale_even_on_another_host(tmp_path):
 def test_a_dead_pid_on_this_host_is_stale(tmp_path):
     now = time.time()
     (tmp_path / LOCK_FILE).write_text(json.dumps({
-        "run": "crashed", "pid": _dead_pid(), "host": os.uname().nodename, "taken": now, "renewed": now,
+        "run": "crashed", "pid": _dead_pid(), "host": socket.gethostname(), "taken": now, "renewed": now,
         "lease_s": 3600.0, "token": "t"}))
     holder = acquire(tmp_path, "next")
     assert read_holder(tmp_path).token == holder.token
