@@ -42,13 +42,13 @@ def stop(process: subprocess.Popen) -> None:
             process.wait()
 
 
-def wait_healthy(url: str, process: subprocess.Popen, timeout: float = 240, headers: dict | None = None) -> None:
+def wait_healthy(url: str, process: subprocess.Popen, timeout: float = 240, auth: tuple[str, str] | None = None) -> None:
     deadline = time.time() + timeout
     while time.time() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"the server exited with {process.returncode}")
         try:
-            if httpx.get(f"{url}/health", timeout=2, headers=headers).status_code == 200:
+            if httpx.get(f"{url}/health", timeout=2, auth=auth).status_code == 200:
                 return
         except httpx.HTTPError:
             pass

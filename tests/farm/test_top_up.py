@@ -1,0 +1,73 @@
+"""The scheduled top-up's decisions, from each registered workspace's own records."""
+
+import json
+
+import pytest
+
+from datafarm.costs import CostLedger
+from datafarm.farm.fleet import Registry
+from datafarm.farm.settings import SettingsError
+from datafarm.farm.top_up import decide, raise_target
+from datafarm.workspace import Workspace
+from datafarm.workspace.lock import acquire, release
+
+
+def _workspace(tmp_path, name: str, target: int, admitted: int) -> Workspace:
+    workspace = Workspace.initialise(tmp_path / name, {"settings": {"target_count": target}})
+    for index in range(admitted):  # what rollout and review leave for an admitted episode
+        workspace.write_json(f"episodes/{index:06d}/result.json", {"seed": index})
+        workspace.write_json(f"episodes/{index:06d}/sim/episode.json", {"frames": 30, "fps": 30})
+        workspace.write_json(f"episodes/{index:06d}/review.json", {"admitted": True})
+    return workspace
+
+
+def _decision(registry, workspace, episodes_per_run=None, max_usd=None):
+    registry.register(workspace, max_usd)
+    [entry] = [e for e in registry.entries() if e.workspace == str(workspace.root.resolve())]
+    return decide(entry, episodes_per_run)
+
+
+@pytest.fixture
+def registry(tmp_path):
+    return Registry(tmp_path / "farm")
+
+
+def test_an_unfinished_workspace_is_farmed_to_its_target(tmp_path, registry):
+    decision = _decision(registry, _workspace(tmp_path, "half", target=4, admitted=2))
+    assert (decision.action, decision.reason, decision.target) == ("farm", "2 to go", 4)
+
+
+def test_a_complete_workspace_is_skipped_unless_growth_is_asked(tmp_path, registry):
+    workspace = _workspace(tmp_path, "done", target=2, admitted=2)
+    assert _decision(registry, workspace).reason.startswith("complete")
+    grown = _decision(registry, workspace, episodes_per_run=3)
+    assert (grown.action, grown.target) == ("farm", 5)
+
+
+def test_spent_and_running_workspaces_are_skipped(tmp_path, registry):
+    spent = _workspace(tmp_path, "spent", target=4, admitted=0)
+    CostLedger(spent.root).add_cpu("survey", 10.0)
+    assert _decision(registry, spent, max_usd=1e-9).reason.startswith("over budget")
+    assert _decision(registry, spent, max_usd=100.0).action == "farm"  # negative control: budget left
+    running = _workspace(tmp_path, "running", target=4, admitted=0)
+    holder = acquire(running.root, "nightly run")
+    try:
+        assert "nightly run" in _decision(registry, running).reason
+    finally:
+        release(running.root, holder)
+
+
+def test_a_damaged_registered_workspace_is_skipped_with_the_reason(tmp_path, registry):
+    workspace = _workspace(tmp_path, "damaged", target=1, admitted=0)
+    registry.register(workspace)
+    workspace.path("workspace.json").write_text("{not json")
+    [decision] = [decide(e) for e in registry.entries()]
+    assert decision.action == "skip" and "cannot be opened" in decision.reason
+
+
+def test_raising_the_target_is_checked_like_every_setting(tmp_path):
+    workspace = _workspace(tmp_path, "grow", target=2, admitted=0)
+    raise_target(workspace, 7)
+    assert json.loads(workspace.path("workspace.json").read_text())["settings"]["target_count"] == 7
+    with pytest.raises(SettingsError, match="target_count"):
+        raise_target(workspace, 0)
