@@ -16,14 +16,11 @@ from datafarm.author import Author, BuiltinAuthor, RequestRefused
 from datafarm.cameras import CAMERAS
 from datafarm.farm.prepare import calibrated_rig_config, load_png, save_png, settings_of
 from datafarm.render.contract import RenderContract
-from datafarm.scene.builder import build_scene
 from datafarm.scene.spec import load_scene_spec
 from datafarm.sim.config import load_rig_config
-from datafarm.sim.rig import DualArmRig
 from datafarm.task.package import TaskPackage, load_task_package
-from datafarm.task.randomization import RandomizationConfig, sample_episode
+from datafarm.task.randomization import RandomizationConfig
 from datafarm.task.isolation import IsolatedRollouts, expert_feedback
-from datafarm.viz import tile_views
 from datafarm.workspace import Workspace, WorkspaceError
 
 SCENE_FILES = ("task.yaml", "scene.yaml", "params.yaml")
@@ -74,6 +71,11 @@ def build(workspace: Workspace) -> dict:
     report = {"task": match.task, "match": match.reason, "author": author.name, "grounding": grounding,
               "inventory_check": inventory}
     workspace.write_json("scene/grounding.json", report)
+    if not grounding["passed"]:
+        raise GroundingFailed(f"the {match.task} scene does not match the calibration footage ("
+                              f"{'; '.join(grounding['failures'])}); see {workspace.path('scene', 'grounding.png')} and "
+                              f"{workspace.path('scene', 'grounding.json')}: use a calibration recorded in the scene the "
+                              "request asks for, or a request for what the footage shows")
     return report
 
 
@@ -88,27 +90,33 @@ def inventory_check(workspace: Workspace) -> dict:
     return {"matches": matches, "not_in_inventory": missing}
 
 
-def ground_scene(workspace: Workspace) -> dict:
-    """Render the nominal scene at the rest pose and compare with calibration keyframe 0 per camera."""
-    spec = load_scene_spec(workspace.path("scene", "scene.yaml"))
-    config = calibrated_rig_config(workspace)
-    sample = sample_episode(spec, 0, RandomizationConfig.none(), 60.0, config.timing.control_hz)
-    rig = DualArmRig.create(config)
-    build_scene(rig, spec, sample.placements, workspace.path("scene"))
-    frames = rig.capture()
-    scores, pairs = {}, []
-    for name, frame in frames.items():
-        real = load_png(workspace, f"keyframes/{name}_0.png")
-        sim = frame.rgb
-        if real.shape != sim.shape:
-            from PIL import Image
+class GroundingFailed(WorkspaceError):
+    """The rebuilt scene does not match the calibration footage (datafarm.survey.grounding)."""
 
-            real = np.asarray(Image.fromarray(real).resize((sim.shape[1], sim.shape[0])))
-        difference = np.abs(real.astype(np.float32) - sim.astype(np.float32)).mean() / 255
-        scores[name] = {"mean_abs_difference": round(float(difference), 4)}
-        pairs.append(np.concatenate([sim, real], axis=0))
-    save_png(workspace, "scene/grounding.png", tile_views(pairs))
-    return scores
+
+def ground_scene(workspace: Workspace) -> dict:
+    """Render the scene from the surveyed cameras at the calibration keyframes' joint states and score it
+    against the footage per object and for the arms; the overlay goes to scene/grounding.png."""
+    from datafarm.survey.grounding import ground_scene_spec
+
+    spec = load_scene_spec(workspace.path("scene", "scene.yaml"))
+    survey_data = workspace.read_json("survey.json")
+    objects = survey_data.get("objects", [])
+    masks = {i: load_png(workspace, f"keyframes/objects/{i:02d}_mask.png")[..., 0] > 127 for i in range(len(objects))
+             if workspace.path(f"keyframes/objects/{i:02d}_mask.png").exists()}
+    keyframes = survey_data.get("keyframes") or {"indices": [0], "states": [_rest_state()]}
+    images = [load_png(workspace, f"keyframes/head_{i}.png") for i in range(len(keyframes["states"]))]
+    brightness = 255 * max(survey_data.get("table_plane", {}).get("colour_rgb", [0.6, 0.6, 0.6]))
+    result = ground_scene_spec(calibrated_rig_config(workspace), spec, workspace.path("scene"), objects, masks,
+                               images, [np.asarray(s) for s in keyframes["states"]], brightness)
+    save_png(workspace, "scene/grounding.png", result.overlay)
+    return {**result.report, "overlay": "scene/grounding.png", "failures": result.failures()}
+
+
+def _rest_state() -> list[float]:
+    rig = load_rig_config()
+    arm = [*rig.rest_qpos, rig.rest_gripper]
+    return arm + arm
 
 
 def contract(workspace: Workspace) -> dict:
@@ -164,12 +172,33 @@ def review_contract(workspace: Workspace) -> dict:
         "scene_objects_in_inventory": not contract_data.get("not_in_inventory"),
     }
     review = {"accepted": all(checks.values()), "checks": checks, "reviewer": "builtin"}
+    llm = _llm_review(workspace, request, contract_data, render_contract)
+    if llm is not None:  # the independent model's verdict counts beside the offline checklist
+        review["llm"] = llm
+        review["reviewer"] = f"builtin + {llm['model']}"
+        checks["independent_reviewer_accepts"] = llm["verdict"] == "accept"
+        review["accepted"] = all(checks.values())
     workspace.write_json("review/contract.json", review)
     if not review["accepted"]:
         failed = [k for k, ok in checks.items() if not ok]
         raise WorkspaceError(f"the contract was rejected by its reviewer ({', '.join(failed)}); "
                              f"see {workspace.path('review', 'contract.json')}")
     return review
+
+
+def _llm_review(workspace: Workspace, request: str, contract_data: dict, render_contract: dict) -> dict | None:
+    """The contract_reviewer role's verdict when the bindings configure an LLM agent; None offline."""
+    from datafarm.agent.bindings import load_bindings
+
+    bindings = load_bindings(workspace.root)
+    if bindings.agent == "builtin":
+        return None
+    from datafarm.agent.contract_review import review_contract_with_llm
+    from datafarm.costs import CostLedger
+
+    return review_contract_with_llm(bindings, workspace.path(".authoring", "reviewer"), request, contract_data,
+                                    render_contract, workspace.path("scene", "scene.yaml").read_text(),
+                                    CostLedger(workspace.root))
 
 
 def _independent_match(request: str) -> str | None:

@@ -96,16 +96,9 @@ def check_ready(workspace: Workspace) -> FarmSettings:
 
 def calibrated_rig_config(workspace: Workspace):
     """The rig config with the cameras the survey recorded (size, field of view, pose)."""
-    rig = load_rig_config()
-    cameras = dict(rig.cameras)
-    for name, camera in workspace.read_json("survey.json")["cameras"].items():
-        fy = camera["intrinsics"][1][1]
-        cameras[name] = rig.cameras[name].model_copy(update={
-            "width": camera["width"], "height": camera["height"],
-            "fovy_deg": float(np.rad2deg(2 * np.arctan(camera["height"] / 2 / fy))),
-            "eye": tuple(camera["eye"]), "target": tuple(camera["target"]),
-            "up": tuple(camera.get("up", rig.cameras[name].up))})
-    return rig.model_copy(update={"cameras": cameras})
+    from datafarm.survey.run import rig_with_surveyed_cameras
+
+    return rig_with_surveyed_cameras(load_rig_config(), workspace.read_json("survey.json")["cameras"])
 
 
 def survey(workspace: Workspace) -> dict:
@@ -125,6 +118,7 @@ def survey(workspace: Workspace) -> dict:
     for index, item in enumerate(result.inventory):
         crop = f"keyframes/objects/{index:02d}.png"
         save_png(workspace, crop, item.crop)
+        save_png(workspace, f"keyframes/objects/{index:02d}_mask.png", (item.mask * 255).astype(np.uint8))
         objects.append(item.report(crop))
     save_png(workspace, "keyframes/survey_overlay.png", overlay_image(result))
     survey_data = {
@@ -138,6 +132,8 @@ def survey(workspace: Workspace) -> dict:
                                 "table plane, arms masked by the fitted model", "count": len(objects)},
         "overlay": "keyframes/survey_overlay.png",
         "warnings": result.warnings,
+        "keyframes": {"indices": episode.keyframe_indices(KEYFRAMES),
+                      "states": [episode.state[i].round(5).tolist() for i in episode.keyframe_indices(KEYFRAMES)]},
         "joint_range": {"min": episode.state.min(axis=0).round(4).tolist(), "max": episode.state.max(axis=0).round(4).tolist()},
     }
     workspace.write_json("survey.json", survey_data)

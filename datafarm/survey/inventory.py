@@ -5,8 +5,9 @@ pixels whose colour is farther than `OBJECT_COLOUR_DISTANCE` from the table's co
 (the arm model projected through the fitted camera at the recorded joint states, all its parts,
 dilated), are grouped into connected blobs. Each blob big enough is one object:
 
-- position: its lowest image point is where it meets the table nearest the camera; cast onto the
-  table plane and pushed back by half its width along the line of sight, that is its centre;
+- position: its lowest image point (at its mean column) is about where it meets the table nearest the
+  camera; cast onto the table plane and pushed back along the line of sight by half its width (blobs
+  wider than tall: flat things) or `PUSH_BACK_ROUND` of it (round things), that is its centre;
 - size: width from the blob's horizontal extent at that depth, height from its top pixel's ray
   where it passes over the centre;
 - colour: the blob's median colour, named in words; label: "<size> <colour> object";
@@ -22,13 +23,17 @@ import colorsys
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.ndimage import binary_dilation, binary_erosion, binary_opening, find_objects, label
+from scipy.ndimage import binary_closing, binary_dilation, binary_erosion, binary_opening, find_objects, label
 
 from datafarm.survey.camera import PinholeCamera
 
 OBJECT_COLOUR_DISTANCE = 40.0  # RGB distance (0-255) from the table colour that makes a pixel "object"
 MIN_AREA_SHARE = 0.0004  # of the image: smaller blobs are noise
 _ARM_DILATION_PX = 4
+# The lowest image point of a flat box or disc is its front edge on the table (push back half the width);
+# a ball's is above the table and its ray meets the plane nearer its centre (push back less).
+PUSH_BACK_ROUND = 0.3
+FLAT_RATIO = 0.85  # a blob less tall than this share of its width (in the image) is flat
 _TABLE_EDGE_EROSION_PX = 3
 MATCH_MARGIN_M = 0.05  # an inventory item this far outside a scene item's placement range still matches
 
@@ -71,7 +76,7 @@ class InventoryItem:
 def _centre_and_size(blob: np.ndarray, camera: PinholeCamera, table_height: float):
     v, u = np.nonzero(blob)
     bottom = v.max()
-    front_u = u[v >= bottom - 1].mean()
+    front_u = u.mean()
     front, hit = camera.on_plane(np.array([[front_u + 0.5, bottom + 1.0]]), table_height)
     if not hit[0]:
         return None
@@ -79,12 +84,13 @@ def _centre_and_size(blob: np.ndarray, camera: PinholeCamera, table_height: floa
     width = (u.max() - u.min() + 1) * depth / camera.intrinsics[0, 0]
     sight = front[0, :2] - camera.eye[:2]
     sight /= max(np.linalg.norm(sight), 1e-9)
-    centre = front[0, :2] + sight * width / 2
     top_ray = camera.rays(np.array([[u[v == v.min()].mean() + 0.5, v.min() + 0.0]]))[0]
     horizontal = np.linalg.norm(top_ray[:2])
+    flat = (v.max() - v.min() + 1) < FLAT_RATIO * (u.max() - u.min() + 1)  # in the image: wider than tall
+    centre = front[0, :2] + sight * width * (0.5 if flat else PUSH_BACK_ROUND)
     reach = np.linalg.norm(centre - camera.eye[:2]) / max(horizontal, 1e-9)
-    top = camera.eye[2] + top_ray[2] * reach
-    return centre, width, max(float(top - table_height), 0.0)
+    height = max(float(camera.eye[2] + top_ray[2] * reach - table_height), 0.0)
+    return centre, width, height
 
 
 def find_objects_on_table(plate: np.ndarray, table_mask: np.ndarray, table_colour: np.ndarray,
@@ -94,7 +100,7 @@ def find_objects_on_table(plate: np.ndarray, table_mask: np.ndarray, table_colou
     distance = np.linalg.norm(plate.astype(np.float32) - table_colour.astype(np.float32), axis=2)
     inside = binary_erosion(table_mask, iterations=_TABLE_EDGE_EROSION_PX)
     candidates = inside & (distance > OBJECT_COLOUR_DISTANCE) & ~binary_dilation(arm_mask, iterations=_ARM_DILATION_PX)
-    candidates = binary_opening(candidates, iterations=1)
+    candidates = binary_closing(binary_opening(candidates, iterations=1), iterations=2)  # rejoin split parts
     labels, count = label(candidates)
     items = []
     for index, box in enumerate(find_objects(labels), start=1):

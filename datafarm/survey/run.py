@@ -181,3 +181,16 @@ def overlay_image(result: SurveyResult, scale: int = 2) -> Image.Image:
     draw.text((4, 4), f"arm alignment {fit.error_before_px:.1f} px (nominal) -> {fit.error_after_px:.1f} px (fitted)",
               fill=(255, 255, 255))
     return image
+
+
+def rig_with_surveyed_cameras(rig: RigConfig, cameras: dict[str, dict]) -> RigConfig:
+    """`rig` with the cameras a survey recorded (size, field of view, pose)."""
+    updated = dict(rig.cameras)
+    for name, camera in cameras.items():
+        fy = camera["intrinsics"][1][1]
+        updated[name] = rig.cameras[name].model_copy(update={
+            "width": camera["width"], "height": camera["height"],
+            "fovy_deg": float(np.rad2deg(2 * np.arctan(camera["height"] / 2 / fy))),
+            "eye": tuple(camera["eye"]), "target": tuple(camera["target"]),
+            "up": tuple(camera.get("up", rig.cameras[name].up))})
+    return rig.model_copy(update={"cameras": updated})

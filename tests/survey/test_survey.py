@@ -16,7 +16,8 @@ from datafarm.survey.arm_points import ArmPoints
 from datafarm.survey.camera import nominal_camera
 from datafarm.survey.camera_fit import _keyframe, alignment_error, arm_mask, fit_camera, reprojection_error_px
 from datafarm.survey.inventory import colour_word, match_scene
-from datafarm.survey.run import survey_episode
+from datafarm.survey.grounding import ground_scene_spec
+from datafarm.survey.run import rig_with_surveyed_cameras, survey_episode
 
 TABLE_VALUE = 152.0  # the rig's rendered table brightness (configs/rig colour under its lights)
 
@@ -70,10 +71,16 @@ def test_colour_words():
         "red", "blue", "green", "white", "black"]
 
 
-@pytest.mark.slow  # the session's synthetic calibration (about a minute) and one survey (about 20 s)
-def test_the_synthetic_scene_is_surveyed(synthetic_calibration):
+@pytest.fixture(scope="module")
+def apple_survey(synthetic_calibration):
+    """The session's synthetic apple-on-scale calibration (about a minute) and its survey (about 20 s)."""
     episode = load_calibration(synthetic_calibration)
-    result = survey_episode(episode, load_rig_config())
+    return episode, survey_episode(episode, load_rig_config())
+
+
+@pytest.mark.slow
+def test_the_synthetic_scene_is_surveyed(apple_survey):
+    episode, result = apple_survey
     head = result.cameras["head"]
     truth = nominal_camera(load_rig_config().cameras["head"])
     moved, turned = result.head_fit.camera.pose_error(truth)
@@ -107,3 +114,25 @@ def test_the_real_footage_is_surveyed_and_says_its_joints_are_not_measured(tmp_p
     assert any("not measured" in w for w in result.warnings)
     kept = result.cameras["head"]["source"]
     assert kept == "rig nominal" or fit["alignment_px_after"] <= fit["alignment_px_before"]
+
+
+@pytest.mark.slow  # two scenes rendered at three keyframes: about 30 s
+def test_grounding_passes_the_right_scene_and_fails_an_object_moved_10_cm(apple_survey):
+    episode, result = apple_survey
+    objects = [item.report("") for item in result.inventory]
+    masks = {i: item.mask for i, item in enumerate(result.inventory)}
+    config = rig_with_surveyed_cameras(load_rig_config(), result.cameras)
+    indices = episode.keyframe_indices(3)
+    frames = [episode.frames["head"][i] for i in indices]
+    states = [episode.state[i] for i in indices]
+    package = get_task("apple_on_scale")
+    right = ground_scene_spec(config, package.scene, package.directory, objects, masks, frames, states,
+                              result.table.brightness)
+    assert right.passed, right.report
+    assert right.report["arms"]["iou"] > 0.7 and right.report["objects"]["apple"]["iou"] > 0.3
+    moved = package.scene.model_copy(deep=True)
+    apple = moved.item("apple")
+    apple.xy = (apple.xy[0] - 0.10, apple.xy[1])
+    wrong = ground_scene_spec(config, moved, package.directory, objects, masks, frames, states, result.table.brightness)
+    assert not wrong.passed and not wrong.report["objects"]["apple"]["passed"] and wrong.report["objects"]["scale"]["passed"]
+    assert any(f.startswith("apple") for f in wrong.failures())
