@@ -352,12 +352,14 @@ class LLMAuthor(Author):
     """
 
     name = "llm"
+    revises_scenes = True
 
     def __init__(self, bindings: Bindings, workdir: Path, ledger: CostLedger | None = None,
                  survey: dict | None = None, expert_runner: ExpertRunner | None = None, **session_options: Any):
         self.bindings, self.workdir, self.ledger = bindings, Path(workdir), ledger
         self.survey, self.expert_runner, self.session_options = survey, expert_runner, session_options
         self.results: dict[str, SessionResult] = {}  # role -> its last session's result
+        self.scene_feedback = ""  # set by the build when grounding fails: the scene builder revises with it
         self._requests: dict[str, str] = {}
 
     def _run(self, role: str, request: str, api_docs: str, **options: Any) -> SessionResult:
@@ -398,7 +400,8 @@ class LLMAuthor(Author):
         schemas = (f"task.yaml schema: {json.dumps(TaskInfo.model_json_schema())}\n\n"
                    f"scene.yaml schema: {json.dumps(SceneSpec.model_json_schema())}")
         root = self.workdir
-        self._run("scene_builder", request, f"Task name: {match.task}\n\n{schemas}",
+        feedback = f"\n\nGrounding feedback on your last scene:\n{self.scene_feedback}" if self.scene_feedback else ""
+        self._run("scene_builder", request, f"Task name: {match.task}\n\n{schemas}{feedback}",
                   submit_check=lambda _: check_scene_files(root / "scene"))
         self._run("judge_author", request, judge_api_text(),
                   submit_check=lambda _: check_defines(root / "judge" / "judge.py", "judge"))

@@ -27,7 +27,12 @@ class TaskMatch:
 
 
 class Author(ABC):
+    """`revises_scenes`: the build may call `write_package` again after setting `scene_feedback` (what
+    grounding against the calibration footage found wrong); a deterministic author would only repeat itself."""
+
     name: str
+    revises_scenes: bool = False
+    scene_feedback: str = ""
 
     @abstractmethod
     def match(self, request: str) -> TaskMatch: ...

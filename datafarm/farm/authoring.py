@@ -50,11 +50,38 @@ def workspace_package(workspace: Workspace) -> TaskPackage:
                              judge if judge.exists() else None)
 
 
+GROUNDING_ATTEMPTS = 3  # an author that revises scenes (the LLM one) gets this many tries in all
+
+
 def build(workspace: Workspace) -> dict:
-    """Match the request, write the scene, and ground it: sim renders beside the calibration frames."""
+    """Match the request, write the scene, and ground it against the calibration footage. A scene that
+    fails grounding goes back to an author that revises scenes, with the numbers and the overlay; after
+    the last attempt (the first, for the deterministic built-in author) GroundingFailed stops the farm."""
     author = get_author(workspace)
     request = workspace.path("request.txt").read_text()
     match = author.match(request)  # RequestRefused says what can be built and how to get more
+    attempts = GROUNDING_ATTEMPTS if author.revises_scenes else 1
+    for attempt in range(1, attempts + 1):
+        _write_package(workspace, author, match)
+        grounding = ground_scene(workspace)
+        inventory = inventory_check(workspace)
+        report = {"task": match.task, "match": match.reason, "author": author.name, "grounding": grounding,
+                  "inventory_check": inventory, "attempt": attempt}
+        workspace.write_json("scene/grounding.json", report)
+        if grounding["passed"]:
+            return report
+        if attempt < attempts:
+            author.scene_feedback = (f"Your scene did not match the calibration footage: {'; '.join(grounding['failures'])}. "
+                                     f"Scores: {grounding['objects']}, arms {grounding['arms']}. The overlay is "
+                                     f"{workspace.path('scene', 'grounding.png')}. The inventory: "
+                                     f"{workspace.read_json('survey.json').get('objects', [])}. Revise scene/.")
+    raise GroundingFailed(f"the {match.task} scene does not match the calibration footage after {attempts} attempt(s) ("
+                          f"{'; '.join(grounding['failures'])}); see {workspace.path('scene', 'grounding.png')} and "
+                          f"{workspace.path('scene', 'grounding.json')}: use a calibration recorded in the scene the "
+                          "request asks for, or a request for what the footage shows")
+
+
+def _write_package(workspace: Workspace, author: Author, match) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         package_dir = author.write_package(match, Path(tmp) / "package")
         scene_dir = Path(tmp) / "scene"
@@ -66,17 +93,6 @@ def build(workspace: Workspace) -> dict:
         workspace.copy_in(package_dir, ".authoring/package")
     workspace.meta["task"] = match.task
     workspace.save_meta()
-    grounding = ground_scene(workspace)
-    inventory = inventory_check(workspace)
-    report = {"task": match.task, "match": match.reason, "author": author.name, "grounding": grounding,
-              "inventory_check": inventory}
-    workspace.write_json("scene/grounding.json", report)
-    if not grounding["passed"]:
-        raise GroundingFailed(f"the {match.task} scene does not match the calibration footage ("
-                              f"{'; '.join(grounding['failures'])}); see {workspace.path('scene', 'grounding.png')} and "
-                              f"{workspace.path('scene', 'grounding.json')}: use a calibration recorded in the scene the "
-                              "request asks for, or a request for what the footage shows")
-    return report
 
 
 def inventory_check(workspace: Workspace) -> dict:
