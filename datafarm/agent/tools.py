@@ -21,6 +21,7 @@ from datafarm.agent.roles import Role
 
 log = logging.getLogger(__name__)
 
+MAX_IMAGE_BYTES = 2_000_000
 MAX_READ_BYTES = 200_000
 MAX_WRITE_BYTES = 200_000
 MAX_SEEDS = 20
@@ -180,6 +181,8 @@ class Toolbox:
         if not target.is_file():
             raise ToolRefused(f"no file {path!r} (list_files shows what there is)")
         data = target.read_bytes()
+        if target.suffix.lower() == ".png" and len(data) <= MAX_IMAGE_BYTES:  # shown to a vision model
+            return ToolOutcome(f"{path}: a PNG image of {len(data)} bytes; it follows", images=(data,))
         if len(data) > MAX_READ_BYTES:
             raise ToolRefused(f"{path} is {len(data)} bytes; files over {MAX_READ_BYTES} are not read")
         return ToolOutcome(data.decode("utf-8", errors="replace"))

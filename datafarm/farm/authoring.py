@@ -118,8 +118,8 @@ def ground_scene(workspace: Workspace) -> dict:
     spec = load_scene_spec(workspace.path("scene", "scene.yaml"))
     survey_data = workspace.read_json("survey.json")
     objects = survey_data.get("objects", [])
-    masks = {i: load_png(workspace, f"keyframes/objects/{i:02d}_mask.png")[..., 0] > 127 for i in range(len(objects))
-             if workspace.path(f"keyframes/objects/{i:02d}_mask.png").exists()}
+    masks = {i: load_png(workspace, o["mask"])[..., 0] > 127 for i, o in enumerate(objects)
+             if o.get("mask") and workspace.path(o["mask"]).exists()}
     keyframes = survey_data.get("keyframes") or {"indices": [0], "states": [_rest_state()]}
     images = [load_png(workspace, f"keyframes/head_{i}.png") for i in range(len(keyframes["states"]))]
     brightness = 255 * max(survey_data.get("table_plane", {}).get("colour_rgb", [0.6, 0.6, 0.6]))

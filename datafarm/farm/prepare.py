@@ -117,9 +117,10 @@ def survey(workspace: Workspace) -> dict:
     objects = []
     for index, item in enumerate(result.inventory):
         crop = f"keyframes/objects/{index:02d}.png"
+        mask = f"keyframes/objects/{index:02d}_mask.png"
         save_png(workspace, crop, item.crop)
-        save_png(workspace, f"keyframes/objects/{index:02d}_mask.png", (item.mask * 255).astype(np.uint8))
-        objects.append(item.report(crop))
+        save_png(workspace, mask, (item.mask * 255).astype(np.uint8))
+        objects.append(item.report(crop, mask))
     save_png(workspace, "keyframes/survey_overlay.png", overlay_image(result))
     survey_data = {
         "calibration_frames": int(len(episode.state)),
@@ -136,8 +137,28 @@ def survey(workspace: Workspace) -> dict:
                       "states": [episode.state[i].round(5).tolist() for i in episode.keyframe_indices(KEYFRAMES)]},
         "joint_range": {"min": episode.state.min(axis=0).round(4).tolist(), "max": episode.state.max(axis=0).round(4).tolist()},
     }
+    _llm_inventory(workspace, survey_data)
     workspace.write_json("survey.json", survey_data)
     return survey_data
+
+
+def _llm_inventory(workspace: Workspace, survey_data: dict) -> None:
+    """With an LLM agent bound, the surveyor role's inventory replaces the offline one (kept beside it)."""
+    from datafarm.agent.bindings import load_bindings
+
+    bindings = load_bindings(workspace.root)
+    if bindings.agent == "builtin":
+        return
+    from datafarm.agent.surveyor import survey_with_llm
+    from datafarm.costs import CostLedger
+
+    llm = survey_with_llm(bindings, workspace.path(".authoring", "surveyor"), workspace.path("keyframes"),
+                          workspace.path("request.txt").read_text(), survey_data, CostLedger(workspace.root))
+    survey_data["objects_offline"] = survey_data["objects"]
+    survey_data["objects"] = llm.pop("objects")
+    survey_data["surveyor"] = llm
+    survey_data["inventory"] = {"method": f"surveyor role ({llm['model']}); offline inventory in objects_offline",
+                                "count": len(survey_data["objects"])}
 
 
 def save_png(workspace: Workspace, relative: str, image) -> Path:

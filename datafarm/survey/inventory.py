@@ -66,11 +66,12 @@ class InventoryItem:
     crop: np.ndarray  # (h, w, 3) uint8
     mask: np.ndarray  # (H, W) bool
 
-    def report(self, crop_path: str) -> dict:
+    def report(self, crop_path: str, mask_path: str | None = None) -> dict:
         return {"label": self.label, "xy": [round(self.xy[0], 4), round(self.xy[1], 4)],
                 "size_m": {"width": round(self.size[0], 3), "height": round(self.size[1], 3)},
                 "colour_rgb": [round(c, 3) for c in self.colour], "colour": self.label.split()[1],
-                "area_px": self.area_px, "bbox_px": list(self.bbox), "crop": crop_path, "source": "offline classical"}
+                "area_px": self.area_px, "bbox_px": list(self.bbox), "crop": crop_path, "mask": mask_path,
+                "source": "offline classical"}
 
 
 def _centre_and_size(blob: np.ndarray, camera: PinholeCamera, table_height: float):
