@@ -155,11 +155,16 @@ def cost(workspace: Path = typer.Argument(..., help="The workspace.")) -> None:
 def show(
     workspace: Path = typer.Argument(..., help="The workspace."),
     episode: int = typer.Option(None, "--episode", help="Episode index (default: the first)."),
+    survey: bool = typer.Option(False, "--survey", help="Instead: an image of what the survey found (camera "
+                                "overlay, table, labelled inventory) at reports/survey.png."),
 ) -> None:
-    """Contact sheet PNG and preview mp4 of an episode, sim beside rendered."""
-    from datafarm.farm.show import show_episode
+    """Contact sheet PNG and preview mp4 of an episode, sim beside rendered (or, with --survey, the survey)."""
+    from datafarm.farm.show import show_episode, show_survey
     from datafarm.workspace import Workspace
 
+    if survey:
+        console.print(f"survey: [bold]{show_survey(Workspace.open(workspace))}[/bold]")
+        return
     sheet, preview = show_episode(Workspace.open(workspace), episode)
     console.print(f"contact sheet: [bold]{sheet}[/bold]\npreview: [bold]{preview}[/bold]")
 

@@ -44,3 +44,42 @@ def show_episode(workspace: Workspace, index: int | None = None) -> tuple[Path, 
 
     write_video(preview_path, frames(), fps=episode.meta["fps"])
     return sheet_path, preview_path
+
+
+def show_survey(workspace: Workspace) -> Path:
+    """One picture of what the survey found: the fitted-camera overlay (arm model green, nominal red,
+    table tinted, inventory boxed), the table sample, each object's crop and label, and the numbers."""
+    from PIL import Image, ImageDraw
+
+    if not workspace.path("survey.json").exists():
+        raise WorkspaceError(f"{workspace.root} has no survey yet: run `datafarm farm {workspace.root} --until survey`")
+    data = workspace.read_json("survey.json")
+    overlay = Image.open(workspace.path(data.get("overlay", "keyframes/survey_overlay.png"))).convert("RGB")
+    tiles = [("table", workspace.path(data["table_plane"].get("sample", "keyframes/table_sample.png")))]
+    tiles += [(f"{i}: {o['label']} ({o['xy'][0]:+.2f}, {o['xy'][1]:+.2f})", workspace.path(o["crop"]))
+              for i, o in enumerate(data.get("objects", [])) if o.get("crop")]
+    fit = data["cameras"]["head"].get("fit", {})
+    lines = [f"head camera: {data['cameras']['head'].get('source')}; arm alignment "
+             f"{fit.get('alignment_px_before')} -> {fit.get('alignment_px_after')} px; "
+             f"moved {fit.get('moved_from_nominal_m')} m, turned {fit.get('turned_from_nominal_deg')} deg",
+             f"table: height {data['table_plane'].get('height')} m, extent {data['table_plane'].get('extent')}"]
+    lines += [f"{name}: table IoU {camera['mount_check']['table_iou']}" for name, camera in data["cameras"].items()
+              if "mount_check" in camera]
+    lines += [f"warning: {w}" for w in data.get("warnings", [])]
+    thumb = 96
+    width = max(overlay.width, len(tiles) * (thumb + 8) + 8)
+    sheet = Image.new("RGB", (width, overlay.height + thumb + 40 + 14 * len(lines)), (24, 24, 28))
+    sheet.paste(overlay, (0, 0))
+    draw = ImageDraw.Draw(sheet)
+    for i, (label, path) in enumerate(tiles):
+        image = Image.open(path).convert("RGB")
+        image.thumbnail((thumb, thumb))
+        x = 8 + i * (thumb + 8)
+        sheet.paste(image, (x, overlay.height + 6))
+        draw.text((x, overlay.height + thumb + 8), label[:18], fill=(235, 235, 235))
+    for row, line in enumerate(lines):
+        draw.text((8, overlay.height + thumb + 26 + 14 * row), line[:160], fill=(235, 235, 235))
+    path = workspace.path("reports", "survey.png")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sheet.save(path)
+    return path

@@ -8,6 +8,7 @@ import pytest
 from datafarm.calibration import robomind_calibration_folder
 from datafarm.farm.authoring import GroundingFailed, build
 from datafarm.farm.prepare import prepare, survey
+from datafarm.farm.show import show_survey
 
 
 @pytest.mark.slow  # a real clip surveyed, the scene rendered: about a minute
@@ -21,6 +22,7 @@ def test_footage_without_the_requested_objects_stops_the_build(tmp_path):
     assert data["cameras"]["head"]["fit"]["alignment_px_before"] > 0 and data["warnings"]
     assert workspace.path("keyframes", "survey_overlay.png").is_file()
     assert workspace.path("keyframes", "table_sample.png").is_file()
+    assert show_survey(workspace).is_file()  # what `datafarm show WS --survey` writes
     with pytest.raises(GroundingFailed, match="does not match the calibration footage") as stopped:
         build(workspace)
     assert "apple" in str(stopped.value) and "grounding.png" in str(stopped.value)
