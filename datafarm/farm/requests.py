@@ -156,7 +156,9 @@ def prepare_request(plan: RequestPlan) -> Workspace:
     """Prepare the request's workspace, bind its phase caps, and register it for the scheduled harvest."""
     from datafarm.farm.prepare import prepare
 
+    started = time.perf_counter()
     workspace = prepare(plan.episode, plan.request, plan.workspace, plan.settings)  # s3: storage's download
+    workspace.log_timing("prepare", time.perf_counter() - started)
     if plan.phase_caps:
         from datafarm.agent.bindings import BINDINGS_FILE, load_bindings
 

@@ -7,6 +7,7 @@ the workspace's totals again, never the same costs added twice.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,7 +46,9 @@ def first_admitted_sheet(workspace: Workspace) -> Path | None:
     if not sheet.exists():
         from datafarm.farm.show import show_episode
 
+        started = time.perf_counter()
         sheet, _ = show_episode(workspace, admitted[0])
+        workspace.log_timing("report", time.perf_counter() - started)  # library time, not orchestration
     return sheet
 
 
