@@ -42,7 +42,8 @@ def stop(process: subprocess.Popen) -> None:
             process.wait()
 
 
-def wait_healthy(url: str, process: subprocess.Popen, timeout: float = 240, auth: tuple[str, str] | None = None) -> None:
+def wait_healthy(url: str, process: subprocess.Popen, timeout: float = 240,
+                 auth: tuple[str, str] | None = None) -> None:
     deadline = time.time() + timeout
     while time.time() < deadline:
         if process.poll() is not None:

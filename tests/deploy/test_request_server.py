@@ -134,8 +134,9 @@ def test_a_second_run_is_refused_naming_the_holder_and_a_dead_holders_lock_is_ta
     crashed = subprocess.Popen([sys.executable, "-c", "pass"])
     crashed.wait()
     now = time.time()
-    (workspace / LOCK_FILE).write_text(json.dumps({"run": "crashed run", "pid": crashed.pid, "host": socket.gethostname(),
-                                                   "taken": now, "renewed": now, "lease_s": 3600.0, "token": "x"}))
+    (workspace / LOCK_FILE).write_text(json.dumps({"run": "crashed run", "pid": crashed.pid,
+                                                   "host": socket.gethostname(), "taken": now, "renewed": now,
+                                                   "lease_s": 3600.0, "token": "x"}))
     taken = trigger("farm/farm", {"workspace_path": str(workspace), "phase": "survey"})
     assert wait_final(taken.id).state == "Completed"
     assert (workspace / "survey.json").exists() and not (workspace / LOCK_FILE).exists()

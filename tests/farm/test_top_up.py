@@ -71,3 +71,25 @@ def test_raising_the_target_is_checked_like_every_setting(tmp_path):
     assert json.loads(workspace.path("workspace.json").read_text())["settings"]["target_count"] == 7
     with pytest.raises(SettingsError, match="target_count"):
         raise_target(workspace, 0)
+
+
+@pytest.mark.slow
+def test_the_top_up_flow_records_a_failing_workspace_and_goes_on(prefect_harness, tmp_path, monkeypatch):
+    """Under Prefect: one workspace cannot be farmed (its calibration copy is gone), the other is complete;
+    the run finishes, its summary artifact names the failure, and no lock is left behind."""
+    from prefect.artifacts import Artifact
+
+    from flows.top_up import top_up_flow
+
+    monkeypatch.setenv("DATAFARM_FARM_ROOT", str(tmp_path / "farm"))
+    registry = Registry(tmp_path / "farm")
+    broken = _workspace(tmp_path, "broken", target=1, admitted=0)
+    registry.register(broken)
+    registry.register(_workspace(tmp_path, "complete", target=1, admitted=1))
+    rows = {row["workspace"]: row for row in top_up_flow()}
+    assert rows["complete"]["action"] == "skip" and rows["complete"]["reason"].startswith("complete")
+    assert rows["broken"]["action"] == "farm" and rows["broken"]["failure"]
+    assert rows["broken"]["episodes_added"] == 0
+    assert not broken.path("farm.lock").exists()
+    published = json.loads(Artifact.get("top-up-summary").data)
+    assert {row["workspace"] for row in published} == {"broken", "complete"}
