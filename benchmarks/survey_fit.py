@@ -132,12 +132,12 @@ def inventory_and_grounding(config, scenes: list[tuple[str, int]]) -> None:
         right = ground_scene_spec(surveyed, package.scene, package.directory, objects, masks, frames, states,
                                   result.table.brightness)
         moved = package.scene.model_copy(deep=True)
-        first = moved.objects[0]
+        first = next(item for item in [*moved.objects, *moved.fixtures] if item.support == "table")
         first.xy = (first.xy[0] - 0.10, first.xy[1])
         wrong = ground_scene_spec(surveyed, moved, package.directory, objects, masks, frames, states,
                                   result.table.brightness)
         print(f"{task} seed {seed}: {len(used)}/{len(truth)} found, {len(positions)} detected; grounding right scene "
-              f"{'passes' if right.passed else 'FAILS'}, {first.name} moved 10 cm {'FAILS' if not wrong.passed else 'passes'}")
+              f"{'passes' if right.passed else 'FAILS ' + str(right.failures())}, {first.name} moved 10 cm {'FAILS' if not wrong.passed else 'passes'}")
     print(f"inventory on {len(scenes)} synthetic scenes: precision {found / max(detected, 1):.2f}, recall "
           f"{found / max(total, 1):.2f}, position error median {np.median(errors) * 100:.1f} cm, worst "
           f"{max(errors) * 100:.1f} cm")

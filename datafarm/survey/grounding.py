@@ -10,7 +10,9 @@ scene's closest layout to the real one. Scores:
 - the arms: the IoU of the rendered black arm body with the footage's (both: pixels darker than
   `DARK_FRACTION` of the table's brightness), averaged over the keyframes.
 
-Below `MAX_POSITION_ERROR_CM` / `MIN_OBJECT_IOU` / `MIN_ARM_IOU` the scene fails. An overlay image
+An object passes with a mask IoU of at least `MIN_OBJECT_IOU` and a position error within
+`MAX_POSITION_ERROR_CM` (or a mask IoU of `CLOSE_MASK_IOU`: big items' centres are estimated less well
+than their silhouettes); the arms with an IoU of `MIN_ARM_IOU`; the scene when all pass. An overlay image
 shows the footage with the rendered outlines (objects yellow, arms green) and the numbers.
 """
 
@@ -28,6 +30,7 @@ from datafarm.survey.inventory import distance_to_placement, match_scene, placem
 MAX_POSITION_ERROR_CM = 3.0
 MIN_OBJECT_IOU = 0.25
 MIN_ARM_IOU = 0.5
+CLOSE_MASK_IOU = 0.7
 
 
 @dataclass
@@ -105,7 +108,9 @@ def ground_scene_spec(config, spec, package_dir, objects: list[dict], object_mas
         index = match["inventory_index"]
         error_cm = 100 * distance_to_placement(item, objects[index]["xy"])
         iou = _iou(sim_mask, object_masks[index]) if index in object_masks else None
-        passed = error_cm <= MAX_POSITION_ERROR_CM and (iou is None or iou >= MIN_OBJECT_IOU)
+        # a big item's centre is estimated less well than its silhouette: a close mask match also passes
+        passed = (iou is None or iou >= MIN_OBJECT_IOU) and (
+            error_cm <= MAX_POSITION_ERROR_CM or (iou is not None and iou >= CLOSE_MASK_IOU))
         objects_report[item.name] = {
             "found": True, "inventory_label": objects[index]["label"], "iou": None if iou is None else round(iou, 3),
             "position_error_cm": round(error_cm, 2), "passed": passed,

@@ -27,7 +27,7 @@ from scipy.ndimage import binary_closing, binary_dilation, binary_erosion, binar
 
 from datafarm.survey.camera import PinholeCamera
 
-OBJECT_COLOUR_DISTANCE = 40.0  # RGB distance (0-255) from the table colour that makes a pixel "object"
+OBJECT_COLOUR_DISTANCE = 26.0  # RGB distance (0-255) from the table colour that makes a pixel "object"
 MIN_AREA_SHARE = 0.0004  # of the image: smaller blobs are noise
 _ARM_DILATION_PX = 4
 # The lowest image point of a flat box or disc is its front edge on the table (push back half the width);
@@ -139,14 +139,17 @@ def distance_to_placement(item, xy) -> float:
 
 def match_scene(spec, inventory: list[dict]) -> dict[str, dict]:
     """For every object and fixture on the table in a scene spec: the nearest inventory item and whether
-    it is within `MATCH_MARGIN_M` of the item's placement range. Each inventory item is used once."""
+    it is within `MATCH_MARGIN_M` (a fixture: its footprint radius, if more) of the item's placement
+    range. Each inventory item is used once."""
     used: set[int] = set()
     matches = {}
     for item in [*spec.objects, *spec.fixtures]:
         if item.support != "table":
             continue
         options = sorted((distance_to_placement(item, found["xy"]), i) for i, found in enumerate(inventory) if i not in used)
-        if options and options[0][0] <= MATCH_MARGIN_M:
+        # a fixture's estimated centre may be off by more (a cabinet's lowest point is its open drawer)
+        margin = max(MATCH_MARGIN_M, getattr(item, "footprint_radius", 0.0))
+        if options and options[0][0] <= margin:
             gap, i = options[0]
             used.add(i)
             matches[item.name] = {"found": True, "inventory_index": i, "label": inventory[i]["label"],

@@ -5,7 +5,7 @@
 - Colour: patches where the camera sees a grid of table points between and in front of the arms; the
   colour most of them share is the table's (objects and arms cover a few); a texture crop for renderers.
 - Extent: the table pixels (within `COLOUR_TOLERANCE` of that colour, the connected region holding
-  the seed, holes filled) cast onto the plane through the fitted camera; a side whose pixels touch
+  the seed, its convex hull filled) cast onto the plane through the fitted camera; a side whose pixels touch
   the image border is reported as continuing beyond the view.
 - Reach: the share of the visible table within `REACH_M` of either arm base.
 """
@@ -15,7 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from PIL import Image, ImageDraw
 from scipy.ndimage import binary_fill_holes, binary_opening, label
+from scipy.spatial import ConvexHull, QhullError
 
 from datafarm.sim.config import RigConfig
 from datafarm.sim.spaces import SIDES
@@ -84,12 +86,28 @@ def survey_table(plate: np.ndarray, camera: PinholeCamera, rig: RigConfig) -> Ta
     close = binary_opening(close, iterations=1)
     labels, _ = label(close)
     region = labels == labels[v, u] if labels[v, u] else close
-    mask = binary_fill_holes(region)
+    mask = _convex_fill(binary_fill_holes(region))
     extent, reach_share = _extent(mask, camera, rig, height)
     s = _SAMPLE_PX // 2
     top, left = int(np.clip(v - s, 0, max(h - _SAMPLE_PX, 0))), int(np.clip(u - s, 0, max(w - _SAMPLE_PX, 0)))
     sample = plate[top: top + _SAMPLE_PX, left: left + _SAMPLE_PX].copy()
     return TablePlane(height, colour, mask, extent, reach_share, sample, (u, v))
+
+
+def _convex_fill(mask: np.ndarray) -> np.ndarray:
+    """The mask's convex hull, filled: a table top is convex in the image, so what stands on it and
+    hides its far edge (a cabinet) is still inside."""
+    v, u = np.nonzero(mask)
+    if len(u) < 3:
+        return mask
+    points = np.stack([u, v], axis=1).astype(float)
+    try:
+        hull = ConvexHull(points)
+    except QhullError:
+        return mask
+    canvas = Image.new("1", (mask.shape[1], mask.shape[0]), 0)
+    ImageDraw.Draw(canvas).polygon([tuple(p) for p in points[hull.vertices]], fill=1)
+    return np.asarray(canvas, dtype=bool) | mask
 
 
 def _extent(mask: np.ndarray, camera: PinholeCamera, rig: RigConfig, height: float) -> tuple[dict, float]:
