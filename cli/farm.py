@@ -30,6 +30,8 @@ def prepare(
     render_model: str = typer.Option(None, "--render-model", help="wan-vace in process: local Wan VACE folder."),
     render_worker: str = typer.Option(None, "--render-worker", help="wan-vace on a worker: its URL."),
     render_option: list[str] = typer.Option([], "--render-option", help="NAME=VALUE renderer option, e.g. steps=12."),
+    push_to: str = typer.Option(None, "--push-to", help="s3://bucket/prefix: `datafarm farm` pushes the verified "
+                                "delivery there (only what is new or changed)."),
 ) -> None:
     """Bind a calibration episode and a request to a new workspace."""
     from datafarm.farm.prepare import prepare as run_prepare
@@ -37,7 +39,8 @@ def prepare(
     request = sys.stdin.read() if str(request_file) == "-" else _read(request_file)
     workspace = run_prepare(episode, request, output, {"target_count": target_count, "renderer": renderer,
                                                        "render_model": render_model, "render_worker": render_worker,
-                                                       "render_options": _options(render_option)})
+                                                       "render_options": _options(render_option),
+                                                       "push_to": push_to})
     console.print(f"workspace ready: [bold]{workspace.root}[/bold]; next: datafarm farm {workspace.root}")
 
 

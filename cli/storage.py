@@ -56,7 +56,8 @@ def transfer_bar(description: str) -> Iterator[BarProgress]:
 
 def push(
     workspace: Path = typer.Argument(..., help="The workspace whose delivery to upload (dataset/ + manifest.json)."),
-    destination: str = typer.Argument(..., help="Where: s3://bucket/prefix."),
+    destination: str = typer.Argument(None, help="Where: s3://bucket/prefix (default: the workspace's push_to "
+                                      "setting, from `datafarm prepare --push-to`)."),
     multipart_threshold: str | None = typer.Option(None, help="Files this large go up in parts (e.g. 64MiB; default: "
                                             "DATAFARM_S3_MULTIPART_THRESHOLD or 64MiB)."),
     part_size: str | None = typer.Option(None, help="Part size (e.g. 16MiB; S3 needs at least 5MiB; default: "
@@ -64,13 +65,15 @@ def push(
     workers: int | None = typer.Option(None, help="Files uploaded at the same time (default: DATAFARM_S3_WORKERS or 4)."),
 ) -> None:
     """Upload the delivery to S3: SHA-256 of each file in its metadata; a rerun sends only what is missing."""
-    from datafarm.storage import load_storage_settings, parse_s3_uri, push as run_push
+    from datafarm.storage import load_storage_settings, parse_s3_uri, push as run_push, push_destination
     from datafarm.workspace import Workspace
 
-    location = parse_s3_uri(destination)
+    if destination is not None:
+        parse_s3_uri(destination)  # a bad URI is refused before the workspace is read
     settings = load_storage_settings({"multipart_threshold": multipart_threshold, "part_size": part_size,
                                       "workers": workers})
     ws = Workspace.open(workspace)
+    location = push_destination(ws, destination)
     with transfer_bar("push") as bar:
         report = run_push(ws, location, settings, bar)
     console.print(f"[green]pushed[/green] to {report.destination}: {len(report.uploaded)} files uploaded "

@@ -26,7 +26,7 @@ from datafarm.api_auth import check_client_auth  # noqa: E402
 from datafarm.errors import BadInput  # noqa: E402
 
 from flows.eval_sim import eval_sim_flow  # noqa: E402
-from flows.farm import episodes_flow, farm_flow, harvest_flow, verify_flow  # noqa: E402
+from flows.farm import episodes_flow, farm_flow, harvest_flow, push_flow, verify_flow  # noqa: E402
 from flows.real_eval import real_eval_flow  # noqa: E402
 from flows.request import request_flow  # noqa: E402
 from flows.top_up import top_up_flow  # noqa: E402
@@ -44,6 +44,8 @@ def deployments():
     render = episodes_flow.to_deployment(name="render", parameters={"phases": ["render"]},
                                          description="Render the kept episodes that are not rendered yet.")
     others = [f.to_deployment(name=f.name) for f in (episodes_flow, harvest_flow, verify_flow)]
+    # The delivery to S3 (`destination`, else the workspace's push_to): `prefect deployment run push/push ...`.
+    push = push_flow.to_deployment(name="push", description="Push the verified delivery to S3 (only what changed).")
     # Closing the loop: train a policy on a delivery, then evaluate it closed-loop in simulation.
     train = train_flow.to_deployment(name="train", description="Train a policy (preset smoke|cpu|gpu) on a delivery.")
     evaluate = eval_sim_flow.to_deployment(name="eval_sim", description="Closed-loop evaluation with controls.")
@@ -53,7 +55,7 @@ def deployments():
     request = request_flow.to_deployment(name="request", description="Check, prepare, farm and deliver a new request.")
     top_up = top_up_flow.to_deployment(name="top-up", cron=os.environ.get("DATAFARM_TOP_UP_CRON", "0 2 * * *"),
                                        description="Top up every registered workspace (skips running or spent ones).")
-    return [farm, render, *others, train, evaluate, real, request, top_up]
+    return [farm, render, *others, push, train, evaluate, real, request, top_up]
 
 
 if __name__ == "__main__":

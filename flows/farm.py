@@ -6,6 +6,7 @@ Prefect tasks for the per-item work.
 
 from __future__ import annotations
 
+import logging
 from functools import partial
 from pathlib import Path
 
@@ -13,13 +14,19 @@ from prefect import flow
 
 import flows.run_logs  # noqa: F401  (a deployment loads this file as a script: register our log lines here too)
 from datafarm.farm.collect import EpisodeSteps, collect_episodes
+from datafarm.farm.deliver import VerifyReport
+from datafarm.farm.prepare import settings_of
 from datafarm.farm.registry import FLOWS, phases_of_flow, selected_phases
 from datafarm.farm.runner import PhaseOutcome
+from datafarm.storage import push_destination
 from datafarm.workspace import Workspace
 from datafarm.workspace.lock import farm_lock
 from tasks.farm_tasks import (harvest_task, phase_task, publish_phase_cost, render_episode_task, review_episode_task,
                               rollout_episode_task, verify_task)
 from tasks.request_tasks import publish_run_report_task
+from tasks.storage_tasks import push_task
+
+log = logging.getLogger(__name__)
 
 
 def run_label() -> str:
@@ -91,6 +98,26 @@ def verify_flow(workspace_path: str, phases: list[str] | None = None):
     return verify_task(workspace_path)
 
 
+@flow(name="push")
+def push_flow(workspace_path: str, destination: str | None = None) -> dict:
+    """The verified delivery to S3: `destination` (s3://bucket/prefix), else the workspace's push_to setting.
+    Objects already there (same size and SHA-256) are skipped, so a rerun with nothing new uploads nothing."""
+    location = push_destination(Workspace.open(workspace_path), destination)
+    with locked(workspace_path):
+        return push_task(workspace_path, str(location))
+
+
+def _push_if_set(workspace_path: str, report: VerifyReport) -> None:
+    """After verify: push to the workspace's push_to destination, if it has one and the delivery verifies."""
+    destination = settings_of(Workspace.open(workspace_path)).push_to
+    if destination is None:
+        return
+    if not report.ok:
+        log.warning("not pushed to %s: the delivery does not verify (%d problems)", destination, len(report.problems))
+        return
+    push_flow(workspace_path, destination)
+
+
 FLOW_OF = {"survey": survey_flow, "build": build_flow, "contract": contract_flow, "judge": judge_flow,
            "expert": expert_flow, "episodes": episodes_flow, "harvest": harvest_flow, "verify": verify_flow}
 
@@ -99,7 +126,8 @@ FLOW_OF = {"survey": survey_flow, "build": build_flow, "contract": contract_flow
 def farm_flow(workspace_path: str, phase: str | None = None, until: str | None = None):
     """Every phase in the registry's order (or one, or up to one); done work is skipped, so a rerun resumes.
 
-    One farm run per workspace: the run holds the workspace's farm lock; a second is refused naming it."""
+    One farm run per workspace: the run holds the workspace's farm lock; a second is refused naming it.
+    With a push_to setting, a delivery that verifies is then pushed there (the `push` flow)."""
     selected = selected_phases(phase, until)
     report = None
     with locked(workspace_path):
@@ -108,5 +136,7 @@ def farm_flow(workspace_path: str, phase: str | None = None, until: str | None =
             if phases:
                 result = FLOW_OF[name](workspace_path, phases=phases)
                 report = result if name == "verify" else report
+        if report is not None:
+            _push_if_set(workspace_path, report)
         publish_run_report_task(workspace_path)
     return report

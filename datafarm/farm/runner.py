@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datafarm.costs import CostLedger
 from datafarm.errors import BadInput
 from datafarm.farm.registry import get_phase
+from datafarm.farm.settings import DELIVERY_ONLY
 from datafarm.logs import NOTABLE
 from datafarm.workspace import Workspace
 from datafarm.workspace.workspace import sha256_json
@@ -40,8 +41,10 @@ def accounted(workspace: Workspace, phase: str, episode: int | None = None):
 
 def phase_inputs_hash(workspace: Workspace, phase: str, extra=None) -> str:
     upstream = get_phase(phase).reads
+    # Where the delivery is pushed changes no phase's output: setting it later must not redo the farm.
+    settings = {name: value for name, value in workspace.meta["settings"].items() if name not in DELIVERY_ONLY}
     return sha256_json({"upstream": {p: workspace.output_hash(p) for p in upstream},
-                        "settings": workspace.meta["settings"], "extra": extra})
+                        "settings": settings, "extra": extra})
 
 
 def run_phase(workspace: Workspace, phase: str, force: bool = False) -> PhaseOutcome:

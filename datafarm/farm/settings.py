@@ -20,6 +20,19 @@ from datafarm.validation import describe
 MAX_TARGET_COUNT = 100_000  # beyond this a count is a typo (about $80,000 of episodes), not a request
 
 
+def _s3_destination(uri: str | None) -> str | None:
+    """An s3://bucket/prefix, checked when the settings load (a bad one names the form to use)."""
+    if uri is not None:
+        from datafarm.storage.location import parse_s3_uri  # lazily: datafarm.storage imports the farm
+
+        return parse_s3_uri(uri).uri()
+    return uri
+
+
+# Settings that change where a delivery goes, never what a phase produces: outside the phases' input hashes.
+DELIVERY_ONLY = frozenset({"push_to"})
+
+
 class FarmSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
     target_count: int = Field(gt=0, le=MAX_TARGET_COUNT)
@@ -35,6 +48,8 @@ class FarmSettings(BaseModel):
     episode_wall_limit: float = Field(120.0, gt=0)
     randomization: RandomizationConfig = RandomizationConfig()
     repo_id: str = Field("datafarm/episodes", pattern=r"^[\w.-]+/[\w.-]+$")
+    push_to: Annotated[str | None, AfterValidator(_s3_destination)] = Field(
+        None, description="s3://bucket/prefix the farm pushes the verified delivery to (datafarm.storage)")
 
     @model_validator(mode="after")
     def _render_options_fit_the_renderer(self) -> FarmSettings:
@@ -56,6 +71,7 @@ FIXES = {
     "render_model": "pass --render-model with a local Wan VACE folder, and only with --renderer wan-vace",
     "render_worker": "pass --render-worker with the worker's URL, and only with --renderer wan-vace",
     "render_options": "pass --render-option NAME=VALUE with an option of the chosen renderer",
+    "push_to": "correct --push-to (or push_to in workspace.json)",
 }
 
 

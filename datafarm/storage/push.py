@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from datafarm.errors import BadInput
 from datafarm.farm.deliver import MANIFEST, verify
-from datafarm.storage.location import S3Location
+from datafarm.storage.location import S3Location, parse_s3_uri
 from datafarm.storage.settings import StorageSettings
 from datafarm.storage.store import S3Store
 from datafarm.storage.transfer import SHA256_METADATA, NoProgress, TransferProgress, UploadResult, upload_file
@@ -92,8 +92,26 @@ def push(workspace: Workspace, location: S3Location, settings: StorageSettings,
     return report
 
 
+def push_destination(workspace: Workspace, given: str | None = None) -> S3Location:
+    """Where the delivery of `workspace` goes: `given`, else its `push_to` setting (`prepare --push-to`)."""
+    if given:
+        return parse_s3_uri(given)
+    from datafarm.farm.prepare import settings_of  # lazily: the farm's settings import the renderers
+
+    configured = settings_of(workspace).push_to
+    if configured is None:
+        raise BadInput(f"no destination for the delivery of {workspace.root}: pass one (`datafarm push "
+                       f"{workspace.root} s3://BUCKET/PREFIX`), or set push_to in the settings of its "
+                       "workspace.json (`datafarm prepare --push-to s3://BUCKET/PREFIX` for a new workspace)")
+    return parse_s3_uri(configured)
+
+
 def _delivery_files(workspace: Workspace) -> dict[str, str]:
     """relative path -> SHA-256 of every file to push (the manifest last), after a local verify."""
+    if not workspace.path(MANIFEST).is_file():
+        raise BadInput(f"{workspace.root} has no delivery to push yet (no {MANIFEST}: the farm has not harvested "
+                       f"it): run `datafarm farm {workspace.root}` until `datafarm verify {workspace.root}` passes, "
+                       "then push")
     checked = verify(workspace)
     if not checked.ok:
         shown = "; ".join(checked.problems[:3]) + (f"; and {len(checked.problems) - 3} more" if len(checked.problems) > 3 else "")
