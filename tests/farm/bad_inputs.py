@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -143,6 +144,32 @@ def lost_files(path: Path, before: dict[str, tuple[int, str]]) -> list[str]:
         elif hashlib.sha256(file.read_bytes()).hexdigest() != digest:
             lost.append(f"{relative} (modified)")
     return lost
+
+
+S3_BUCKET = "datafarm-bad-inputs"
+
+
+@cache
+def local_s3() -> dict[str, str]:
+    """The environment of a user whose S3 endpoint is moto's HTTP server on 127.0.0.1 (started in this process,
+    once, by the first case that needs it) holding the bucket S3_BUCKET, where `half-pushed/` holds what an
+    interrupted push leaves: files, no manifest."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()  # a daemon thread: it ends with the process
+    host, port = server.get_host_and_port()
+    env = {"AWS_ENDPOINT_URL": f"http://{host}:{port}", "AWS_ACCESS_KEY_ID": "datafarm-test",
+           "AWS_SECRET_ACCESS_KEY": "datafarm-test-secret", "AWS_DEFAULT_REGION": "us-east-1",
+           "AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": os.devnull,
+           "AWS_SHARED_CREDENTIALS_FILE": os.devnull}
+    client = boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+                          aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"], region_name=env["AWS_DEFAULT_REGION"])
+    client.create_bucket(Bucket=S3_BUCKET)
+    client.put_object(Bucket=S3_BUCKET, Key="half-pushed/dataset/meta/info.json", Body=b"{}")
+    return env
 
 
 # ----- the corpus ----------------------------------------------------------------------------------------------
@@ -460,6 +487,28 @@ def _cases() -> list[BadCase]:
         c("verify_before_harvest", "workspace",
           lambda g, f: g.on_workspace(f, lambda ws: ["verify", str(ws)]),
           ("manifest.json is missing",), ("datafarm farm",), exit_codes=(CHECK_FAILED,)),
+        # ----- push / verify s3:// (the storage; datafarm.storage) ---------------------------------------------
+        c("push_to_malformed_in_prepare", "setting",
+          lambda g, f: g.bad_setting(f, extra=("--push-to", "s3:/my-bucket/x")),
+          ("push_to", "not an S3 URI"), ("s3://BUCKET/PREFIX", "--push-to")),
+        c("push_without_a_delivery", "workspace",
+          lambda g, f: g.on_workspace(f, lambda ws: ["push", str(ws), f"s3://{S3_BUCKET}/apple"]),
+          ("no delivery", "manifest.json"), ("datafarm farm",)),
+        c("push_to_a_malformed_uri", "workspace",
+          lambda g, f: g.on_workspace(f, lambda ws: ["push", str(ws), "s3://Bad_Bucket/apple"]),
+          ("Bad_Bucket", "not a valid bucket name"), ("s3://BUCKET/PREFIX",)),
+        c("push_to_a_local_folder", "workspace",
+          lambda g, f: g.on_workspace(f, lambda ws: ["push", str(ws), str(f / "out")]),
+          ("not an S3 URI",), ("s3://BUCKET/PREFIX",)),
+        c("push_without_a_destination", "workspace",
+          lambda g, f: g.on_workspace(f, lambda ws: ["push", str(ws)]),
+          ("no destination",), ("s3://BUCKET/PREFIX", "--push-to")),
+        c("verify_s3_prefix_without_manifest", "workspace",
+          lambda g, f: Invocation(["verify", f"s3://{S3_BUCKET}/half-pushed"], f, env=local_s3()),
+          ("manifest.json is missing",), ("datafarm push",), exit_codes=(CHECK_FAILED,)),
+        c("verify_s3_empty_prefix", "workspace",
+          lambda g, f: Invocation(["verify", f"s3://{S3_BUCKET}/nothing-here"], f, env=local_s3()),
+          ("manifest.json is missing",), ("datafarm push",), exit_codes=(CHECK_FAILED,)),
         c("prepare_renderer_in_workspace_edited", "workspace",
           lambda g, f: g.on_workspace(f, lambda ws: ["farm", str(ws)],
                                       lambda ws: _json(ws / "workspace.json",

@@ -55,7 +55,8 @@ def small_parts(s3_env, monkeypatch):
 def farmed_like(delivery) -> Workspace:
     """The delivery with the judge's verdict a farmed episode records (the farm's run report shows it)."""
     result = delivery.read_json("episodes/000000/result.json")
-    delivery.write_json("episodes/000000/result.json", {**result, "verdict": {"success": True, "reason": "on the scale"}})
+    verdict = {"success": True, "reason": "on the scale"}
+    delivery.write_json("episodes/000000/result.json", {**result, "verdict": verdict})
     return delivery
 
 
@@ -78,7 +79,8 @@ def mark_every_object(s3, bucket: str) -> list[str]:
 
 
 def replaced(s3, bucket: str, keys: list[str]) -> list[str]:
-    return sorted(k for k in keys if s3.head_object(Bucket=bucket, Key=k)["Metadata"].get("datafarm-test") != "untouched")
+    return sorted(key for key in keys
+                  if s3.head_object(Bucket=bucket, Key=key)["Metadata"].get("datafarm-test") != "untouched")
 
 
 @pytest.mark.slow
