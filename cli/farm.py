@@ -21,9 +21,12 @@ PHASE_HELP = ", ".join(FARMED)
 
 
 def prepare(
-    episode: str = typer.Option(..., "--episode", help="Calibration episode: a LeRobot dataset or a folder of 3 mp4s + "
+    episode: str = typer.Option(None, "--episode", help="Calibration episode: a LeRobot dataset or a folder of 3 mp4s + "
                                 "joints.csv, local or at s3://bucket/prefix (downloaded into the cache first)."),
-    request_file: Path = typer.Option(..., "--request-file", help="The task request in plain words ('-' for stdin)."),
+    image: Path = typer.Option(None, "--image", help="Instead of --episode: ONE photo (JPEG/PNG) of the scene from the "
+                               "head camera's viewpoint; joints are assumed at the rest pose, no wrist views."),
+    request_file: Path = typer.Option(None, "--request-file", help="The task request in plain words ('-' for stdin)."),
+    instruction: str = typer.Option(None, "--instruction", help="Instead of --request-file: the request itself."),
     target_count: int = typer.Option(100, "--target-count", help="Admitted episodes to deliver."),
     output: Path = typer.Option(..., "--output", help="New workspace folder."),
     renderer: str = typer.Option("composite", help="composite (CPU) or wan-vace (GPU worker)."),
@@ -33,14 +36,26 @@ def prepare(
     push_to: str = typer.Option(None, "--push-to", help="s3://bucket/prefix: `datafarm farm` pushes the verified "
                                 "delivery there (only what is new or changed)."),
 ) -> None:
-    """Bind a calibration episode and a request to a new workspace."""
+    """Bind a calibration episode (or a single photo) and a request to a new workspace."""
     from datafarm.farm.prepare import prepare as run_prepare
+    from datafarm.farm.prepare import prepare_photo
 
-    request = sys.stdin.read() if str(request_file) == "-" else _read(request_file)
-    workspace = run_prepare(episode, request, output, {"target_count": target_count, "renderer": renderer,
-                                                       "render_model": render_model, "render_worker": render_worker,
-                                                       "render_options": _options(render_option),
-                                                       "push_to": push_to})
+    if (episode is None) == (image is None):
+        raise BadInput("give exactly one of --episode (a recorded calibration episode) and --image (a single photo "
+                       f"of the scene); got {'both' if episode is not None else 'neither'}")
+    if (request_file is None) == (instruction is None):
+        raise BadInput("give exactly one of --request-file (the request in a text file) and --instruction (the "
+                       f"request itself); got {'both' if request_file is not None else 'neither'}")
+    if instruction is not None:
+        request = instruction
+    else:
+        request = sys.stdin.read() if str(request_file) == "-" else _read(request_file)
+    settings = {"target_count": target_count, "renderer": renderer, "render_model": render_model,
+                "render_worker": render_worker, "render_options": _options(render_option), "push_to": push_to}
+    if image is not None:
+        workspace = prepare_photo(image, request, output, settings)
+    else:
+        workspace = run_prepare(episode, request, output, settings)
     console.print(f"workspace ready: [bold]{workspace.root}[/bold]; next: datafarm farm {workspace.root}")
 
 

@@ -10,7 +10,10 @@ Two input formats are accepted by `load_calibration`:
     ``joints.csv`` (a header, then 14 columns named like `AXIS_NAMES` or any 14 numeric columns) or
     ``joints.parquet``.
 
-Either may carry ``datafarm_calibration.json`` (provenance; ``{"synthetic": true}`` marks a recording
+(c) a one-frame, head-only folder written from a single photo (``head.png`` + ``joints.csv`` at the
+    assumed rest pose; `datafarm.calibration.photo`): wrist cameras absent, joints not measured.
+
+Any of them may carry ``datafarm_calibration.json`` (provenance; ``{"synthetic": true}`` marks a recording
 made in simulation). Every problem raises `CalibrationError` naming the file, what was expected and
 how to fix it.
 """
@@ -26,6 +29,7 @@ import numpy as np
 
 from datafarm.calibration.errors import CalibrationError
 from datafarm.calibration.joints import read_joint_table
+from datafarm.calibration.photo import is_photo_folder, read_photo_folder
 from datafarm.cameras import CAMERA_KEYS
 from datafarm.media import VideoError, probe, read_video
 from datafarm.sim.spaces import AXIS_NAMES, DOF
@@ -94,6 +98,8 @@ def load_calibration(path: str | Path) -> CalibrationEpisode:
         from datafarm.calibration.lerobot_input import read_lerobot_episode
 
         fps, frames, state, meta = read_lerobot_episode(path, CAMERA_KEYS)
+    elif is_photo_folder(path):
+        fps, frames, state, meta = read_photo_folder(path)
     else:
         fps, frames, state, meta = _read_folder(path)
     _check_shapes(path, frames, state)

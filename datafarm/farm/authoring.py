@@ -124,7 +124,8 @@ def ground_scene(workspace: Workspace) -> dict:
     images = [load_png(workspace, f"keyframes/head_{i}.png") for i in range(len(keyframes["states"]))]
     brightness = 255 * max(survey_data.get("table_plane", {}).get("colour_rgb", [0.6, 0.6, 0.6]))
     result = ground_scene_spec(calibrated_rig_config(workspace), spec, workspace.path("scene"), objects, masks,
-                               images, [np.asarray(s) for s in keyframes["states"]], brightness)
+                               images, [np.asarray(s) for s in keyframes["states"]], brightness,
+                               gate_arms=survey_data.get("joints_measured", True))
     save_png(workspace, "scene/grounding.png", result.overlay)
     return {**result.report, "overlay": "scene/grounding.png", "failures": result.failures()}
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,8 +20,10 @@ from datafarm.farm.prepare import calibrated_rig_config, load_png, settings_of
 from datafarm.sim.recorder import RecordedEpisode
 from datafarm.task.package import TaskPackage
 from datafarm.task.isolation import rollouts_for
-from datafarm.workspace import Workspace
+from datafarm.workspace import Workspace, WorkspaceError
 from datafarm.workspace.jsonl import append_jsonl, read_jsonl
+
+log = logging.getLogger(__name__)
 
 ATTEMPTS = "rollout/attempts.jsonl"
 
@@ -93,12 +96,22 @@ def calibration_references(workspace: Workspace) -> dict[str, list]:
     """Real reference frames per camera from the survey (for the head camera, its plate first)."""
     references = {}
     for camera in CAMERAS:
+        if not workspace.path(f"keyframes/{camera}_plate.png").exists():
+            continue
         frames = [load_png(workspace, f"keyframes/{camera}_plate.png")]
         index = 0
         while workspace.path(f"keyframes/{camera}_{index}.png").exists():
             frames.append(load_png(workspace, f"keyframes/{camera}_{index}.png"))
             index += 1
         references[camera] = frames
+    absent = [camera for camera in CAMERAS if camera not in references]
+    if absent and "head" in references:  # a single-photo calibration has no wrist views
+        log.warning("the calibration has no %s views (a single photo?): the renders take the head photo's "
+                    "colours as their real references", absent)
+        references.update({camera: references["head"] for camera in absent})
+    elif absent:
+        raise WorkspaceError(f"{workspace.path('keyframes')} has no frames of {absent}: run the survey phase again "
+                             f"(datafarm farm {workspace.root} --phase survey)")
     return references
 
 

@@ -75,6 +75,26 @@ def prepare(calibration: Path | str, request: str, output: Path, settings: FarmS
     return workspace
 
 
+def prepare_photo(photo: Path | str, request: str, output: Path, settings: FarmSettings | Mapping[str, Any]) -> Workspace:
+    """`prepare` from a single photo instead of a calibration episode: the photo becomes a one-frame,
+    head-only calibration with the joints assumed at the rig's rest pose (`datafarm.calibration.photo`).
+    The photo, the settings and the request are all checked before anything is written."""
+    import tempfile
+
+    from datafarm.calibration.photo import photo_calibration_folder, read_photo
+
+    load_settings(settings, "prepare")
+    check_request(request)
+    read_photo(photo)  # CalibrationError: missing, unreadable, not an image, too small
+    with tempfile.TemporaryDirectory(prefix="datafarm-photo-") as scratch:
+        folder = photo_calibration_folder(photo, Path(scratch) / "calibration")
+        workspace = prepare(folder, request, output, settings)
+    workspace.meta["calibration"]["source"] = str(Path(photo).resolve())
+    workspace.meta["calibration"]["photo"] = True
+    workspace.save_meta()
+    return workspace
+
+
 def settings_of(workspace: Workspace) -> FarmSettings:
     return load_settings(workspace.meta.get("settings"), f"{workspace.path('workspace.json')} settings",
                          {name: "edit it in workspace.json, or prepare a new workspace with `datafarm prepare`"
@@ -104,7 +124,7 @@ def calibrated_rig_config(workspace: Workspace):
 def survey(workspace: Workspace) -> dict:
     """Keyframes and background plates per camera; the head camera fitted to the arms, the wrist cameras
     checked against their mounting, the table plane and the object inventory (datafarm.survey)."""
-    from datafarm.survey.run import overlay_image, survey_episode
+    from datafarm.survey.run import joints_measured, overlay_image, survey_episode
 
     episode = load_calibration(workspace.path("calibration"))
     rig = load_rig_config()
@@ -133,6 +153,9 @@ def survey(workspace: Workspace) -> dict:
                                 "table plane, arms masked by the fitted model", "count": len(objects)},
         "overlay": "keyframes/survey_overlay.png",
         "warnings": result.warnings,
+        # a single photo: joints assumed (grounding does not gate on the arms), wrist views absent
+        "joints_measured": joints_measured(episode),
+        "cameras_absent": list(episode.meta.get("cameras_absent", [])),
         "keyframes": {"indices": episode.keyframe_indices(KEYFRAMES),
                       "states": [episode.state[i].round(5).tolist() for i in episode.keyframe_indices(KEYFRAMES)]},
         "joint_range": {"min": episode.state.min(axis=0).round(4).tolist(), "max": episode.state.max(axis=0).round(4).tolist()},

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from PIL import Image, ImageDraw
+from scipy.ndimage import binary_dilation
 
 from datafarm.calibration import CalibrationEpisode
 from datafarm.geometry import look_at
@@ -21,13 +22,15 @@ from datafarm.sim.config import RigConfig
 from datafarm.sim.spaces import arm_slice
 from datafarm.survey.arm_points import ArmPoints
 from datafarm.survey.camera import PinholeCamera, nominal_camera
-from datafarm.survey.camera_fit import CameraFit, arm_mask, fit_camera
+from datafarm.survey.camera_fit import CameraFit, _keyframe, alignment_error, arm_mask, fit_camera
 from datafarm.survey.inventory import InventoryItem, find_objects_on_table
 from datafarm.survey.table import COLOUR_TOLERANCE, TablePlane, survey_table
 
 log = logging.getLogger(__name__)
 
 FIT_KEYFRAMES = 4
+MIN_ARM_COVERAGE = 0.3  # a photo's head camera is fitted only when this share of the expected arms is in view
+ARM_MARGIN_PX = 6
 HEAD = "head"
 # Joints the survey cannot trust: footage whose provenance says they were not measured.
 _UNMEASURED = ("not measured",)
@@ -51,6 +54,32 @@ def joints_measured(episode: CalibrationEpisode) -> bool:
     return not any(word in str(episode.meta.get("joints", "")) for word in _UNMEASURED)
 
 
+def is_photo(episode: CalibrationEpisode) -> bool:
+    """A one-frame calibration made from a single photo (`datafarm.calibration.photo`)."""
+    return episode.meta.get("format") == "photo"
+
+
+def arms_visible(image: np.ndarray, camera: PinholeCamera, rig: RigConfig, state: np.ndarray,
+                 table_value: float, margin_px: int = ARM_MARGIN_PX) -> float:
+    """Share of the arm silhouette `camera` expects (the arms posed at `state`) that has arm-coloured
+    (dark) pixels within `margin_px`: near 1 when the arms are in view roughly where expected, near 0
+    when the photo shows no arms there."""
+    expected = rasterise(camera, ArmPoints.from_rig(rig, spacing=0.008).world(state), image.shape[:2])
+    if not expected.any():
+        return 0.0
+    near_dark = binary_dilation(arm_mask(image, table_value), iterations=margin_px)
+    return float((expected & near_dark).sum() / expected.sum())
+
+
+def unfitted(nominal: PinholeCamera, images: list[np.ndarray], states: list[np.ndarray], body: ArmPoints,
+             table_value: float, indices: list[int]) -> CameraFit:
+    """The nominal pose as the 'fit' (no evaluations), with its alignment error measured for the report."""
+    rng = np.random.default_rng(0)
+    errors = [alignment_error(nominal, _keyframe(body.world(s, viewpoint=nominal.eye), arm_mask(i, table_value), rng))
+              for i, s in zip(images, states)]
+    return CameraFit(nominal, nominal, float(np.mean(errors)), float(np.mean(errors)), False, indices, 0, 0.0, errors)
+
+
 def head_intrinsics(episode: CalibrationEpisode, rig: RigConfig, width: int, height: int) -> tuple[np.ndarray, str, bool]:
     """(K, where it came from, whether the fit should estimate the focal length)."""
     given = episode.meta.get("cameras", {}).get(HEAD, {}).get("intrinsics")
@@ -59,6 +88,8 @@ def head_intrinsics(episode: CalibrationEpisode, rig: RigConfig, width: int, hei
     nominal = rig.cameras[HEAD].model_copy(update={"width": width, "height": height}).intrinsics()
     if episode.synthetic:
         return nominal, "rig nominal (a synthetic recording of this rig)", False
+    if is_photo(episode):  # one frame cannot tell the focal length from the distance: not fitted
+        return nominal, "rig nominal (a single photo, assumed taken at the head camera's field of view)", False
     return nominal, "estimated: focal length fitted with the pose", True
 
 
@@ -83,7 +114,19 @@ def survey_episode(episode: CalibrationEpisode, rig: RigConfig, fit_keyframes: i
     images = [frames[i] for i in indices]
     body = ArmPoints.from_rig(rig)
     first_table = survey_table(plate, nominal, rig)
-    fit = fit_camera(nominal, images, states, body, first_table.brightness, fit_focal=fit_focal, frames=indices)
+    photo = is_photo(episode)
+    visible = arms_visible(images[0], nominal, rig, states[0], first_table.brightness) if photo else None
+    if photo:
+        warnings.append(f"single photo: the joints are {episode.meta.get('joints')!r}; the wrist cameras "
+                        f"{episode.meta.get('cameras_absent')} are absent (they keep the rig's mounting, and the "
+                        "renderer takes the photo's colours as their real references)")
+    if visible is not None and visible < MIN_ARM_COVERAGE:
+        warnings.append(f"single photo: the arms are not visible where the rig's nominal head camera expects them "
+                        f"(arm-coloured share of the expected silhouette {visible:.2f} < {MIN_ARM_COVERAGE}); the "
+                        "head camera keeps the rig's nominal pose, not fitted")
+        fit = unfitted(nominal, images, states, body, first_table.brightness, indices)
+    else:
+        fit = fit_camera(nominal, images, states, body, first_table.brightness, fit_focal=fit_focal, frames=indices)
     if not joints_measured(episode):
         warnings.append("the calibration's joint states were not measured (provenance: "
                         f"{episode.meta.get('joints')!r}): the arm model is posed at those values, so the head "
@@ -97,9 +140,10 @@ def survey_episode(episode: CalibrationEpisode, rig: RigConfig, fit_keyframes: i
     silhouettes = [rasterise(camera, whole.world(state), (height, width)) for state in states]
     arms = np.logical_or.reduce(silhouettes) | arm_mask(plate, table.brightness)
     inventory = find_objects_on_table(plate, table.mask, table.colour, camera, table.height, arms)
+    fitted = camera is fit.camera and fit.evaluations > 0
     cameras = {HEAD: _camera_entry(camera, rig, width, height, intrinsics_source,
-                                   "fitted to the arm silhouettes" if camera is fit.camera else "rig nominal",
-                                   fit.report())}
+                                   "fitted to the arm silhouettes" if fitted else "rig nominal",
+                                   {**fit.report(), "arm_coverage": None if visible is None else round(visible, 3)})}
     for name in episode.cameras:
         if name != HEAD:
             cameras[name] = _wrist_entry(episode, rig, name, table, indices)
