@@ -89,6 +89,8 @@ def farm(
     workspace: Path = typer.Argument(..., help="The workspace from `datafarm prepare`."),
     phase: str = typer.Option(None, help=f"Run only this phase ({PHASE_HELP})."),
     until: str = typer.Option(None, help=f"Run the phases up to and including this one ({PHASE_HELP})."),
+    target_count: int = typer.Option(None, "--target-count", help="Ask for this many admitted episodes from now on "
+                                     "(more than before: the farm tops up)."),
 ) -> None:
     """Run every phase in order; done phases are skipped, so a rerun resumes where it stopped."""
     from datafarm.farm.registry import selected_phases
@@ -100,6 +102,10 @@ def farm(
     selected_phases(phase, until)  # clear errors before Prefect starts
     check_ready(Workspace.open(workspace))
     check_unlocked(workspace)  # another run farming it: refused here; the flow itself holds the lock
+    if target_count is not None:
+        from datafarm.farm.top_up import set_target_count
+
+        set_target_count(Workspace.open(workspace), target_count)
     from cli.progress import farm_progress
     from flows.farm import farm_flow
 

@@ -13,7 +13,7 @@ from prefect import flow
 
 import flows.run_logs  # noqa: F401  (a deployment loads this file as a script: register our log lines here too)
 from datafarm.errors import DataFarmError
-from datafarm.farm.top_up import raise_target
+from datafarm.farm.top_up import set_target_count
 from datafarm.workspace import Workspace
 from datafarm.workspace.lock import farm_lock
 from flows.farm import farm_flow, run_label
@@ -41,7 +41,7 @@ def _farm_one(workspace_path: str, target: int) -> dict:
     failure = ""
     try:
         with farm_lock(Path(workspace_path), run_label()):
-            raise_target(Workspace.open(workspace_path), target)
+            set_target_count(Workspace.open(workspace_path), target)
             state = farm_flow(workspace_path, return_state=True)
     except DataFarmError as error:  # the lock was taken between the plan and now, or the target is bad
         return {"action": "skip", "failure": str(error)}

@@ -14,7 +14,7 @@ if [ ! -f "$OUT/ws/workspace.json" ]; then
     $DF prepare --episode "$OUT/calibration" --request-file examples/apple_on_scale.txt \
         --target-count "$COUNT" --output "$OUT/ws"
 fi
-$DF farm "$OUT/ws"
+$DF farm "$OUT/ws" --target-count "$COUNT"
 $DF verify "$OUT/ws"
 $DF cost "$OUT/ws"
 $DF show "$OUT/ws"

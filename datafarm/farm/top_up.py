@@ -66,8 +66,9 @@ def decide(entry: RegistryEntry, episodes_per_run: int | None = None) -> TopUpDe
                          **{**figures, "target": target})
 
 
-def raise_target(workspace: Workspace, target: int) -> None:
-    """Set the workspace's target count (validated like every setting); call while holding its farm lock."""
+def set_target_count(workspace: Workspace, target: int) -> None:
+    """Set the workspace's target count (validated like every setting) before farming it. The contract
+    states the count, so the contract and the phases after it run again (seconds with the built-in author)."""
     settings = settings_of(workspace)
     if target == settings.target_count:
         return
@@ -75,4 +76,4 @@ def raise_target(workspace: Workspace, target: int) -> None:
     load_settings(values, f"{workspace.path('workspace.json')} settings")
     workspace.meta["settings"] = values
     workspace.save_meta()
-    log.info("%s: target raised from %d to %d", workspace.root, settings.target_count, target)
+    log.info("%s: target count set from %d to %d", workspace.root, settings.target_count, target)

@@ -7,7 +7,7 @@ import pytest
 from datafarm.costs import CostLedger
 from datafarm.farm.fleet import Registry
 from datafarm.farm.settings import SettingsError
-from datafarm.farm.top_up import decide, raise_target
+from datafarm.farm.top_up import decide, set_target_count
 from datafarm.workspace import Workspace
 from datafarm.workspace.lock import acquire, release
 
@@ -67,10 +67,22 @@ def test_a_damaged_registered_workspace_is_skipped_with_the_reason(tmp_path, reg
 
 def test_raising_the_target_is_checked_like_every_setting(tmp_path):
     workspace = _workspace(tmp_path, "grow", target=2, admitted=0)
-    raise_target(workspace, 7)
+    set_target_count(workspace, 7)
     assert json.loads(workspace.path("workspace.json").read_text())["settings"]["target_count"] == 7
     with pytest.raises(SettingsError, match="target_count"):
-        raise_target(workspace, 0)
+        set_target_count(workspace, 0)
+
+
+def test_farm_target_count_is_checked_before_anything_runs(tmp_path):
+    from typer.testing import CliRunner
+
+    from cli.main import app
+
+    workspace = _workspace(tmp_path, "asked", target=2, admitted=0)
+    workspace.path("calibration").mkdir()
+    result = CliRunner().invoke(app, ["farm", str(workspace.root), "--target-count", "0"])
+    assert result.exit_code == 2 and "target_count" in result.output
+    assert json.loads(workspace.path("workspace.json").read_text())["settings"]["target_count"] == 2
 
 
 @pytest.mark.slow
