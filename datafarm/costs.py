@@ -7,6 +7,7 @@ killed run keeps what it had spent. Prices come from configs/prices/default.yaml
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections import defaultdict
 from contextlib import contextmanager
@@ -96,4 +97,18 @@ class CostLedger:
 
 def _cpu_seconds() -> float:
     own = os.times()
-    return own.user + own.system + own.children_user + own.children_system
+    return own.user + own.system + own.children_user + own.children_system + _worker_cpu
+
+
+# CPU that the sandboxed workers (the expert's, the judge's) reported, request by request. It never
+# reaches this process's children times (bubblewrap does not hand its children's usage up; measured in
+# tests/task/test_isolation.py), so each request's CPU is counted when its reply comes, in the block it ran in.
+_worker_cpu_lock = threading.Lock()
+_worker_cpu = 0.0
+
+
+def charge_worker_cpu(seconds: float) -> None:
+    """A sandboxed worker spent `seconds` of CPU on a request of ours (counted from now on)."""
+    global _worker_cpu
+    with _worker_cpu_lock:
+        _worker_cpu += max(0.0, seconds)

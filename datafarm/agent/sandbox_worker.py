@@ -32,10 +32,12 @@ from pydantic import BaseModel
 
 from datafarm.agent.sandbox import (SandboxLimits, Violation, _classify, _kill_sandbox, _launch,
                                     python_readable)
+from datafarm.costs import charge_worker_cpu
 
 log = logging.getLogger(__name__)
 
 _READY = {"ready": True}
+CPU_KEY = "__cpu_seconds__"  # added to each reply by serve(): the CPU the request cost inside the sandbox
 SANDBOXED_ENV = "DATAFARM_SANDBOXED"  # set by SandboxWorker; serve() ends stray processes only where it is
 
 
@@ -47,6 +49,7 @@ class WorkerReply(BaseModel):
     returncode: int | None = None
     stderr: str = ""  # what the worker wrote to stderr during this request (the tail)
     wall_seconds: float = 0.0
+    cpu_seconds: float = 0.0  # the worker's CPU for this request (its process, threads and reaped children)
 
     @property
     def ok(self) -> bool:
@@ -195,7 +198,10 @@ class SandboxWorker:
         except json.JSONDecodeError:
             return WorkerReply(violation="error", stderr=f"unreadable reply: {line[:200]!r}",
                                wall_seconds=time.monotonic() - started)
-        return WorkerReply(reply=reply, stderr=self._stderr.since(mark), wall_seconds=time.monotonic() - started)
+        cpu = float(reply.pop(CPU_KEY, 0.0)) if isinstance(reply, dict) else 0.0
+        charge_worker_cpu(cpu)
+        return WorkerReply(reply=reply, stderr=self._stderr.since(mark), wall_seconds=time.monotonic() - started,
+                           cpu_seconds=cpu)
 
 
 def serve(handle: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
@@ -214,15 +220,21 @@ def serve(handle: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
         replies.write(json.dumps(reply, default=str).encode() + b"\n")
         replies.flush()
 
-    send(_READY)
+    send({**_READY, CPU_KEY: _process_cpu_seconds()})  # the start-up (imports) is charged too
     worker = os.getpid()
     for line in requests:
         if line.strip():
+            cpu_before = _process_cpu_seconds()
             reply = handle(json.loads(line))
             if os.getpid() != worker:  # a process the agent's code forked got here: it must not answer
                 os._exit(0)
             _end_strays()  # nothing a request started outlives it (a daemon, a fork bomb's leftovers)
-            send(reply)
+            send({**reply, CPU_KEY: _process_cpu_seconds() - cpu_before})
+
+
+def _process_cpu_seconds() -> float:
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
 
 
 def _end_strays() -> None:

@@ -116,3 +116,34 @@ def test_workers_are_kept_across_seeds_but_not_across_a_workspace_made_anew(tmp_
         assert rollouts_for(load_task_package(root / "scene"), root / ".sandbox") is not first
     finally:
         close_rollouts()
+
+
+@pytest.mark.slow
+def test_a_sandboxed_rollouts_cpu_is_charged_to_the_block_it_ran_in(apple, tmp_path):
+    """The simulation runs in the expert's sandbox, whose CPU never reaches this process's children times
+    (bubblewrap does not hand it up, even on a clean exit): the worker's reply must carry it."""
+    import os
+
+    from datafarm.costs import CostLedger
+
+    def own_cpu() -> float:
+        times = os.times()
+        return times.user + times.system
+
+    def charged(phase: str) -> float:
+        return sum(e.quantity for e in ledger.entries() if e.phase == phase and e.item == "cpu")
+
+    (tmp_path / "ws").mkdir()
+    ledger = CostLedger(tmp_path / "ws")
+    children_before = sum(os.times()[2:4])
+    rollouts = IsolatedRollouts(apple, tmp_path / "sandboxes", do_nothing=True)
+    own_before = own_cpu()
+    with ledger.measure_cpu("rollout"):
+        rollouts.run(3)
+    own_in_block = own_cpu() - own_before
+    with ledger.measure_cpu("after"):
+        rollouts.close()
+    assert charged("rollout") > 1.0 and charged("rollout") > 3 * own_in_block  # the simulation ran in the sandbox
+    # control: what the OS hands up for the workers, even after they exit cleanly, is next to nothing
+    assert sum(os.times()[2:4]) - children_before < 0.2 * charged("rollout")
+    assert charged("after") < 0.5  # closing charges nothing more
