@@ -67,8 +67,9 @@ def decide(entry: RegistryEntry, episodes_per_run: int | None = None) -> TopUpDe
 
 
 def set_target_count(workspace: Workspace, target: int) -> None:
-    """Set the workspace's target count (validated like every setting) before farming it. The contract
-    states the count, so the contract and the phases after it run again (seconds with the built-in author)."""
+    """Set the workspace's target count (validated like every setting) before farming it. Every phase hashes
+    the settings, so the phases before the rollouts run again (about a minute with the built-in author);
+    the episodes already admitted stay."""
     settings = settings_of(workspace)
     if target == settings.target_count:
         return
