@@ -140,10 +140,16 @@ def test_a_second_run_is_refused_naming_the_holder_and_a_dead_holders_lock_is_ta
     taken = trigger("farm/farm", {"workspace_path": str(workspace), "phase": "survey"})
     assert wait_final(taken.id).state == "Completed"
     assert (workspace / "survey.json").exists() and not (workspace / LOCK_FILE).exists()
-    lines = run_logs(taken.id)
-    # Our library's lines (the lock's takeover warning, the runner's phase line) are in the run's logs.
+    # Our library's lines (the lock's takeover warning, the runner's phase line) are in the run's logs. The
+    # worker sends its logs in batches, the last one possibly after the run's final state: wait for it.
+    def phase_line_sent(lines) -> bool:
+        return any(name == "datafarm.farm.runner" and msg.startswith("survey: done") for name, msg in lines)
+
+    deadline = time.time() + 30
+    while not phase_line_sent(lines := run_logs(taken.id)) and time.time() < deadline:
+        time.sleep(1)
     assert any(name == "datafarm.workspace.lock" and "taking over the farm lock" in msg for name, msg in lines)
-    assert any(name == "datafarm.farm.runner" and msg.startswith("survey: done") for name, msg in lines)
+    assert phase_line_sent(lines)
     assert not any(name.startswith("datafarm") for name, _ in run_logs(refused.id) if "survey" in _)
 
 
