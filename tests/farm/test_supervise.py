@@ -37,8 +37,9 @@ def test_permanent_exit_codes_are_the_permanent_errors():
 
 @pytest.mark.slow
 def test_supervise_stops_at_a_spent_budget_instead_of_restarting(synthetic_calibration, tmp_path):
-    """The real command: an LLM author whose build cap cannot pay for one call. The farm exits 4
-    (BudgetSpent) before any provider is called; supervise must not start it again."""
+    """The real command: an LLM author whose caps cannot pay for one call (the surveyor is the first role
+    to call it). The farm exits 4 (BudgetSpent) before any provider is called; supervise must not start it
+    again."""
     from datafarm.farm.prepare import prepare
     from datafarm.farm.settings import FarmSettings
 
@@ -46,7 +47,7 @@ def test_supervise_stops_at_a_spent_budget_instead_of_restarting(synthetic_calib
     prepare(synthetic_calibration, "Put the apple on the scale.", root, FarmSettings(target_count=1))
     (root / "bindings.json").write_text(json.dumps({
         "agent": "litellm", "model": "openai/unreachable", "api_base": "http://127.0.0.1:9/v1",
-        "caps": {"build": 1e-9}, "prices": {"openai/unreachable": {"input_per_token": 1e-3, "output_per_token": 1e-3}}}))
+        "caps": {"survey": 1e-9, "build": 1e-9}, "prices": {"openai/unreachable": {"input_per_token": 1e-3, "output_per_token": 1e-3}}}))
     env = {k: v for k, v in os.environ.items() if not k.startswith("DATAFARM_")}  # the workspace's bindings rule
     env["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
     result = subprocess.run([sys.executable, "-m", "cli.main", "supervise", str(root), "--max-runs", "3",
