@@ -8,7 +8,8 @@ import subprocess
 import time
 from dataclasses import dataclass
 
-from bad_inputs import MAX_OUTPUT_LINES, TRACEBACK, BadCase, Ground, Words, lost_files, run_datafarm, tree_digest
+from bad_inputs import MAX_OUTPUT_LINES, TRACEBACK, BadCase, Ground, Words, run_datafarm
+from kept_files import lost_files, tree_digest
 
 
 @dataclass

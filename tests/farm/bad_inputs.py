@@ -15,9 +15,7 @@ Nothing binary is committed: videos, joint tables and workspaces are made here f
 
 from __future__ import annotations
 
-import hashlib
 import json
-import logging
 import os
 import shutil
 import subprocess
@@ -28,6 +26,7 @@ from functools import cache
 from pathlib import Path
 
 import numpy as np
+from local_s3 import S3_BUCKET, local_s3
 
 REPO = Path(__file__).resolve().parents[2]
 FRAMES = 12
@@ -115,61 +114,6 @@ def calibration_folder(folder: Path, frames: int = FRAMES) -> Path:
         write_video(folder / f"{camera}.mp4", moving_block_frames(frames), fps=FPS)
     write_joints(folder / "joints.csv", joint_rows(frames))
     return folder
-
-
-LOG_FOLDER = "logs"  # a workspace's log grows with every command
-APPEND_ONLY = ("costs.jsonl", "timings.jsonl")  # records that may grow; what they held must stay
-
-
-def tree_digest(path: Path) -> dict[str, tuple[int, str]]:
-    """(size, SHA-256) of every file under `path` (or of `path` itself), by relative name; logs aside."""
-    if path.is_file():
-        return {".": (path.stat().st_size, hashlib.sha256(path.read_bytes()).hexdigest())}
-    if not path.exists():
-        return {}
-    return {str(p.relative_to(path)): (p.stat().st_size, hashlib.sha256(p.read_bytes()).hexdigest())
-            for p in sorted(path.rglob("*")) if p.is_file() and p.relative_to(path).parts[0] != LOG_FOLDER}
-
-
-def lost_files(path: Path, before: dict[str, tuple[int, str]]) -> list[str]:
-    """Files under `path` that were deleted or changed since `before` (an append-only record may only grow)."""
-    lost = []
-    for relative, (size, digest) in before.items():
-        file = path if relative == "." else path / relative
-        if not file.is_file():
-            lost.append(f"{relative} (deleted)")
-        elif relative in APPEND_ONLY:
-            if hashlib.sha256(file.read_bytes()[:size]).hexdigest() != digest:
-                lost.append(f"{relative} (rewritten)")
-        elif hashlib.sha256(file.read_bytes()).hexdigest() != digest:
-            lost.append(f"{relative} (modified)")
-    return lost
-
-
-S3_BUCKET = "datafarm-bad-inputs"
-
-
-@cache
-def local_s3() -> dict[str, str]:
-    """The environment of a user whose S3 endpoint is moto's HTTP server on 127.0.0.1 (started in this process,
-    once, by the first case that needs it) holding the bucket S3_BUCKET, where `half-pushed/` holds what an
-    interrupted push leaves: files, no manifest."""
-    import boto3
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()  # a daemon thread: it ends with the process
-    host, port = server.get_host_and_port()
-    env = {"AWS_ENDPOINT_URL": f"http://{host}:{port}", "AWS_ACCESS_KEY_ID": "datafarm-test",
-           "AWS_SECRET_ACCESS_KEY": "datafarm-test-secret", "AWS_DEFAULT_REGION": "us-east-1",
-           "AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": os.devnull,
-           "AWS_SHARED_CREDENTIALS_FILE": os.devnull}
-    client = boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-                          aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"], region_name=env["AWS_DEFAULT_REGION"])
-    client.create_bucket(Bucket=S3_BUCKET)
-    client.put_object(Bucket=S3_BUCKET, Key="half-pushed/dataset/meta/info.json", Body=b"{}")
-    return env
 
 
 # ----- the corpus ----------------------------------------------------------------------------------------------

@@ -5,8 +5,8 @@ problem and the fix, the documented exit code, no traceback, and loses nothing a
 
 import pytest
 from bad_input_judging import run_case
-from bad_inputs import (CASES, ON_FINISHED_WORKSPACE, BadCase, Ground, Invocation, lost_files, run_datafarm,
-                        tree_digest)
+from bad_inputs import CASES, ON_FINISHED_WORKSPACE, BadCase, Ground, Invocation, run_datafarm
+from kept_files import lost_files, tree_digest
 
 @pytest.fixture(scope="module")
 def ground(tmp_path_factory):
