@@ -7,6 +7,7 @@ killed run keeps what it had spent. Prices come from configs/prices/default.yaml
 from __future__ import annotations
 
 import os
+import resource
 import threading
 import time
 from collections import defaultdict
@@ -66,13 +67,15 @@ class CostLedger:
         return self.add(phase, "gpu", seconds, "gpu-s", self.prices.gpu_second, episode)
 
     @contextmanager
-    def measure_cpu(self, phase: str, episode: int | None = None):
-        """Charge the CPU time this process (and its finished children) spends inside the block."""
-        start = _cpu_seconds()
+    def measure_cpu(self, phase: str, episode: int | None = None, thread_only: bool = False):
+        """Charge the CPU time spent inside the block: this process's and its finished children's, or with
+        `thread_only` this thread's alone (a block that runs beside others in the same process); either way
+        with what the sandboxed workers this thread called reported."""
+        start = _cpu_seconds(thread_only)
         try:
             yield
         finally:
-            self.add_cpu(phase, _cpu_seconds() - start, episode)
+            self.add_cpu(phase, _cpu_seconds(thread_only) - start, episode)
 
     def entries(self) -> list[CostEntry]:
         return [CostEntry(**record) for record in read_jsonl(self.path)]
@@ -95,20 +98,22 @@ class CostLedger:
         return sum(entry.usd for entry in self.entries())
 
 
-def _cpu_seconds() -> float:
+def _cpu_seconds(thread_only: bool = False) -> float:
+    worker = getattr(_worker_cpu, "seconds", 0.0)
+    if thread_only:
+        usage = resource.getrusage(resource.RUSAGE_THREAD)
+        return usage.ru_utime + usage.ru_stime + worker
     own = os.times()
-    return own.user + own.system + own.children_user + own.children_system + _worker_cpu
+    return own.user + own.system + own.children_user + own.children_system + worker
 
 
 # CPU that the sandboxed workers (the expert's, the judge's) reported, request by request. It never
 # reaches this process's children times (bubblewrap does not hand its children's usage up; measured in
-# tests/task/test_isolation.py), so each request's CPU is counted when its reply comes, in the block it ran in.
-_worker_cpu_lock = threading.Lock()
-_worker_cpu = 0.0
+# tests/task/test_isolation.py), so each request's CPU is counted when its reply comes, in the blocks of the
+# thread that made the request (a rollout running beside a render in this process is not charged to both).
+_worker_cpu = threading.local()
 
 
 def charge_worker_cpu(seconds: float) -> None:
-    """A sandboxed worker spent `seconds` of CPU on a request of ours (counted from now on)."""
-    global _worker_cpu
-    with _worker_cpu_lock:
-        _worker_cpu += max(0.0, seconds)
+    """A sandboxed worker spent `seconds` of CPU on a request this thread made (counted from now on)."""
+    _worker_cpu.seconds = getattr(_worker_cpu, "seconds", 0.0) + max(0.0, seconds)

@@ -31,18 +31,18 @@ class PhaseOutcome:
 
 
 @contextmanager
-def accounted(workspace: Workspace, phase: str, episode: int | None = None):
-    """Charge the block's CPU to the cost ledger and log its wall time (timings.jsonl)."""
+def accounted(workspace: Workspace, phase: str, episode: int | None = None, thread_only: bool = False):
+    """Charge the block's CPU to the cost ledger (`thread_only`: see CostLedger.measure_cpu) and log its
+    wall time (timings.jsonl)."""
     started = time.perf_counter()
-    with CostLedger(workspace.root).measure_cpu(phase, episode=episode):
+    with CostLedger(workspace.root).measure_cpu(phase, episode=episode, thread_only=thread_only):
         yield
     workspace.log_timing(phase, time.perf_counter() - started, episode)
 
 
 def phase_inputs_hash(workspace: Workspace, phase: str, extra=None) -> str:
     upstream = get_phase(phase).reads
-    # Where the delivery is pushed changes no phase's output: setting it later must not redo the farm.
-    settings = {name: value for name, value in workspace.meta["settings"].items() if name not in DELIVERY_ONLY}
+    settings = {name: value for name, value in workspace.meta["settings"].items() if name not in NOT_HASHED}
     return sha256_json({"upstream": {p: workspace.output_hash(p) for p in upstream},
                         "settings": settings, "extra": extra})
 

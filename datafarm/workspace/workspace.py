@@ -176,8 +176,10 @@ class Workspace:
         return sha256_json(record.outputs)
 
     def log_timing(self, phase: str, seconds: float, episode: int | None = None) -> None:
-        """Wall time of one library call (timings.jsonl): what the orchestration overhead is measured against."""
-        append_jsonl(self.path("timings.jsonl"), {"phase": phase, "episode": episode, "seconds": seconds})
+        """Wall time of one library call, ending now (timings.jsonl): what the orchestration overhead is
+        measured against."""
+        append_jsonl(self.path("timings.jsonl"), {"phase": phase, "episode": episode, "seconds": seconds,
+                                                  "end": time.time()})
 
     def timings(self) -> list[dict]:
         return read_jsonl(self.path("timings.jsonl"))

@@ -48,6 +48,36 @@ def test_the_cost_ledger_prices_cpu_and_sums_by_phase_and_episode(workspace):
     assert ledger.by_phase()["survey"]["cpu"] > 0
 
 
+def test_a_block_beside_others_in_the_process_is_charged_its_own_thread_only(workspace):
+    """A rollout's block runs in a task runner's thread while the flow's thread renders: each is charged
+    its own CPU, and a sandboxed worker's reported CPU goes to the thread that made the request."""
+    import threading
+    import time
+
+    from datafarm.costs import charge_worker_cpu
+
+    ledger = CostLedger(workspace.root)
+    running = threading.Event()
+
+    def beside():
+        with ledger.measure_cpu("rollout", thread_only=True):
+            charge_worker_cpu(5.0)
+            running.set()
+            time.sleep(0.6)  # waiting on the sandbox costs this thread nothing
+
+    thread = threading.Thread(target=beside)
+    thread.start()
+    running.wait()
+    with ledger.measure_cpu("render"):
+        deadline = time.process_time() + 0.5
+        while time.process_time() < deadline:
+            pass
+    thread.join()
+    charged = {e.phase: e.quantity for e in ledger.entries()}
+    assert 5.0 <= charged["rollout"] < 5.2  # the worker's report, not the render's CPU
+    assert 0.45 < charged["render"] < 1.0  # its own loop; the other thread's worker report is not in it
+
+
 def test_written_files_are_readable_by_others(workspace):
     path = workspace.write_text("reports/x.json", "{}")
     assert path.stat().st_mode & 0o044 == 0o044
