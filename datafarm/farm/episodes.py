@@ -44,8 +44,9 @@ def attempts(workspace: Workspace) -> list[Attempt]:
     return [Attempt(**record) for record in read_jsonl(workspace.path(ATTEMPTS))]
 
 
-def _log_attempt(workspace: Workspace, attempt: Attempt) -> None:
+def _log_attempt(workspace: Workspace, attempt: Attempt) -> Attempt:
     append_jsonl(workspace.path(ATTEMPTS), attempt.__dict__)
+    return attempt
 
 
 def kept_episodes(workspace: Workspace) -> list[int]:
@@ -64,32 +65,41 @@ def next_seed(workspace: Workspace) -> int:
     return max(tried) + 1 if tried else settings_of(workspace).seed_start
 
 
+# Recording with cameras costs more than physics alone. While most seeds pass, each seed is recorded in the
+# simulation the judge sees (one simulation per admitted episode); when fewer than half of the recent seeds
+# pass, a physics-only search comes first so that failing seeds do not pay for the cameras.
+RECENT_ATTEMPTS = 10
+SEARCH_FIRST_BELOW = 0.5
+
+
+def search_first(workspace: Workspace) -> bool:
+    """Whether the recent acceptance rate is low enough that a physics-only search pays off."""
+    recent = attempts(workspace)[-RECENT_ATTEMPTS:]
+    return bool(recent) and sum(a.accepted for a in recent) / len(recent) < SEARCH_FIRST_BELOW
+
+
 def rollout_episode(workspace: Workspace, package: TaskPackage, seed: int, index: int) -> Attempt:
-    """Simulate `seed` physics-only; if the hidden judge accepts, replay it with cameras as episode `index`."""
+    """Simulate `seed` with cameras as episode `index`, kept if the hidden judge accepts it."""
     settings = settings_of(workspace)
     rig_config = calibrated_rig_config(workspace)
     # the expert and the judge are agent code: each runs in its own sandbox (workers kept across seeds)
     rollouts = rollouts_for(package, workspace.path(".sandbox", "rollout"), hidden=[workspace.root])
-    search = rollouts.run(seed, settings.randomization, rig_config=rig_config, wall_limit=settings.episode_wall_limit)
-    if not search.success:
-        attempt = Attempt(seed, False, search.error or search.verdict.reason)
-        _log_attempt(workspace, attempt)
-        return attempt
+    if search_first(workspace):
+        search = rollouts.run(seed, settings.randomization, rig_config=rig_config,
+                              wall_limit=settings.episode_wall_limit)
+        if not search.success:
+            return _log_attempt(workspace, Attempt(seed, False, search.error or search.verdict.reason))
     folder = workspace.path(episode_dir(index))
     if folder.exists():
         shutil.rmtree(folder)  # a half-written episode from a killed run
     recorded = rollouts.run(seed, settings.randomization, rig_config=rig_config, record_dir=folder / "sim",
                             wall_limit=settings.episode_wall_limit * 4)
-    if not recorded.success:  # physics replay diverged: do not keep an episode the judge did not see succeed
+    if not recorded.success:
         shutil.rmtree(folder, ignore_errors=True)
-        attempt = Attempt(seed, False, f"replay with cameras was rejected: {recorded.verdict.reason}")
-        _log_attempt(workspace, attempt)
-        return attempt
+        return _log_attempt(workspace, Attempt(seed, False, recorded.error or recorded.verdict.reason))
     recorded.trace.save(folder / "trace.npz")
     workspace.write_json(f"{episode_dir(index)}/result.json", {**recorded.to_dict(), "index": index})
-    attempt = Attempt(seed, True, recorded.verdict.reason, index)
-    _log_attempt(workspace, attempt)
-    return attempt
+    return _log_attempt(workspace, Attempt(seed, True, recorded.verdict.reason, index))
 
 
 def calibration_references(workspace: Workspace) -> dict[str, list]:
