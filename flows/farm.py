@@ -77,9 +77,12 @@ def episodes_flow(workspace_path: str, phases: list[str] | None = None) -> dict:
     """Rollout -> render -> review rounds (or the phases given) until the target is admitted."""
     workspace = Workspace.open(workspace_path)
     phases = phases or list(phases_of_flow("episodes"))
+    # a rollout is submitted to the task runner (a thread waiting on the sandboxed simulation) while this
+    # thread renders and reviews: two cores at work
     steps = EpisodeSteps(rollout=partial(rollout_episode_task, workspace_path),
                          render=partial(render_episode_task, workspace_path),
-                         review=partial(review_episode_task, workspace_path))
+                         review=partial(review_episode_task, workspace_path),
+                         start_rollout=partial(rollout_episode_task.submit, workspace_path))
     with locked(workspace_path):
         report = collect_episodes(workspace, steps, phases)
     for phase in phases:

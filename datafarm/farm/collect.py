@@ -4,6 +4,11 @@ Plain functions on a workspace. What handles ONE episode in each phase is passed
 `EpisodeSteps`: the flows pass their Prefect tasks, everything else `library_steps` (the same library
 calls, no Prefect). What is done is read from the workspace every time (episodes/NNNNNN/ and
 rollout/attempts.jsonl), so a killed run resumes where it stopped and nothing else is remembered.
+
+A round of all three phases is pipelined: while a seed is simulated (in its sandboxed worker process,
+started through `EpisodeSteps.start_rollout`: a Prefect task submitted to the flow's task runner), this
+process renders and reviews the episodes already kept, so two cores both work. Seeds are still tried one
+at a time and in order, so the episodes are those the phases run one after another would make.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from datafarm.errors import PermanentError
 from datafarm.farm import episodes
@@ -39,7 +45,8 @@ def rollout_one(workspace: Workspace, seed: int, index: int) -> episodes.Attempt
     from datafarm.farm.authoring import workspace_package
 
     package = workspace_package(workspace)
-    with accounted(workspace, "rollout", index):
+    # the simulation's CPU comes in the sandbox's replies; this thread's own is the rest (it may run beside a render)
+    with accounted(workspace, "rollout", index, thread_only=True):
         return episodes.rollout_episode(workspace, package, seed, index)
 
 
@@ -64,11 +71,30 @@ def review_one(workspace: Workspace, index: int) -> dict:
     return review
 
 
+class Started(Protocol):
+    """A rollout under way (a Prefect future, or one already finished)."""
+
+    def result(self) -> episodes.Attempt: ...
+
+
+@dataclass(frozen=True)
+class Finished:
+    attempt: episodes.Attempt
+
+    def result(self) -> episodes.Attempt:
+        return self.attempt
+
+
 @dataclass(frozen=True)
 class EpisodeSteps:
     rollout: Callable[[int, int], episodes.Attempt]  # (seed, index) -> the attempt, logged
     render: Callable[[int], object]  # index -> its videos
     review: Callable[[int], object]  # index -> its review
+    # (seed, index) -> the rollout under way, while this thread renders and reviews; by default run at once
+    start_rollout: Callable[[int, int], Started] | None = None
+
+    def start(self, seed: int, index: int) -> Started:
+        return self.start_rollout(seed, index) if self.start_rollout else Finished(self.rollout(seed, index))
 
 
 def library_steps(workspace: Workspace) -> EpisodeSteps:
@@ -102,32 +128,92 @@ def to_review(workspace: Workspace) -> list[int]:
 
 
 # ----- the loops -------------------------------------------------------------------------------------
+def _seed_budget(workspace: Workspace) -> int:
+    settings = settings_of(workspace)
+    return int(settings.max_attempts_factor * settings.target_count) + 10
+
+
+def _next_assignment(workspace: Workspace, tried: int, budget: int) -> tuple[int, int]:
+    """The next seed and the episode index it would become, from the workspace's records."""
+    if tried >= budget:
+        raise SeedsExhausted(
+            f"rollout gave up after {tried} seeds: only {len(episodes.kept_episodes(workspace))} episodes passed "
+            f"the hidden judge (target {settings_of(workspace).target_count}); the reasons are in "
+            f"{workspace.path(episodes.ATTEMPTS)}: improve the expert, or raise max_attempts_factor")
+    kept = episodes.kept_episodes(workspace)
+    return episodes.next_seed(workspace), (max(kept) + 1 if kept else 0)
+
+
+def _log_attempt(workspace: Workspace, attempt: episodes.Attempt) -> None:
+    if attempt.accepted:
+        log.info("episode %d kept (seed %d): %s", attempt.index, attempt.seed,
+                 workspace.path(episodes.episode_dir(attempt.index)), extra=NOTABLE)
+    else:
+        log.info("seed %d rejected: %s", attempt.seed, attempt.reason)
+
+
+def _attempt_counts(workspace: Workspace) -> dict:
+    done = episodes.attempts(workspace)
+    return {"attempted": len(done), "accepted": sum(a.accepted for a in done)}
+
+
 def seed_search(workspace: Workspace, rollout: Callable[[int, int], episodes.Attempt]) -> dict:
     """Try seeds after the last one tried until enough episodes are kept; each seed is tried once.
 
     The next seed and the next episode index come from the workspace every time, so a search
     killed between two seeds (or inside one) continues without repeating or skipping an episode.
     """
-    settings = settings_of(workspace)
-    budget = int(settings.max_attempts_factor * settings.target_count) + 10
-    tried = len(episodes.attempts(workspace))
+    budget, tried = _seed_budget(workspace), len(episodes.attempts(workspace))
     while wanted(workspace) > 0:
-        if tried >= budget:
-            raise SeedsExhausted(
-                f"rollout gave up after {tried} seeds: only {len(episodes.kept_episodes(workspace))} episodes passed "
-                f"the hidden judge (target {settings.target_count}); the reasons are in "
-                f"{workspace.path(episodes.ATTEMPTS)}: improve the expert, or raise max_attempts_factor")
-        kept = episodes.kept_episodes(workspace)
-        seed, index = episodes.next_seed(workspace), (max(kept) + 1 if kept else 0)
-        attempt = rollout(seed, index)
+        attempt = rollout(*_next_assignment(workspace, tried, budget))
         tried += 1
-        if attempt.accepted:
-            log.info("episode %d kept (seed %d): %s", index, seed, workspace.path(episodes.episode_dir(index)),
-                     extra=NOTABLE)
-        else:
-            log.info("seed %d rejected: %s", seed, attempt.reason)
-    done = episodes.attempts(workspace)
-    return {"attempted": len(done), "accepted": sum(a.accepted for a in done)}
+        _log_attempt(workspace, attempt)
+    return _attempt_counts(workspace)
+
+
+def _render_and_review_ready(workspace: Workspace, steps: EpisodeSteps, report: dict) -> bool:
+    """Render, then review, every kept episode still waiting; whether there was any."""
+    rendering = to_render(workspace)
+    for index in rendering:
+        steps.render(index)
+        report["rendered"] += 1
+    reviewing = to_review(workspace)
+    for index in reviewing:
+        steps.review(index)
+        report["reviewed"] += 1
+    return bool(rendering or reviewing)
+
+
+def pipelined_round(workspace: Workspace, steps: EpisodeSteps, report: dict) -> None:
+    """One round of rollout -> render -> review: the episodes wanted at its start are simulated seed after
+    seed as in seed_search, each seed's rollout started before this thread renders and reviews the episodes
+    kept so far. A failure waits for the rollout under way, so nothing is left half-written."""
+    budget, tried = _seed_budget(workspace), len(episodes.attempts(workspace))
+    needed = wanted(workspace)
+    while True:
+        started = steps.start(*_next_assignment(workspace, tried, budget)) if needed > 0 else None
+        try:
+            worked = _render_and_review_ready(workspace, steps, report)
+        except BaseException:
+            if started is not None:
+                _finish_quietly(started)
+            raise
+        if started is None:
+            if not worked:
+                break
+            continue
+        attempt = started.result()
+        tried += 1
+        needed -= attempt.accepted
+        _log_attempt(workspace, attempt)
+    report["rollout"] = _attempt_counts(workspace)
+
+
+def _finish_quietly(started: Started) -> None:
+    try:
+        started.result()
+    except Exception:  # the render's or review's failure is the one to report
+        log.debug("the rollout under way also failed", exc_info=True)
 
 
 def collect_episodes(workspace: Workspace, steps: EpisodeSteps, phases: Iterable[str] = EPISODE_PHASES,
@@ -141,6 +227,11 @@ def collect_episodes(workspace: Workspace, steps: EpisodeSteps, phases: Iterable
     report = {"rounds": 0, "rendered": 0, "reviewed": 0}
     for _ in range(max_rounds if phases else 0):
         report["rounds"] += 1
+        if phases == list(EPISODE_PHASES):
+            pipelined_round(workspace, steps, report)
+            if wanted(workspace) <= 0:
+                return report
+            continue
         if "rollout" in phases:
             report["rollout"] = seed_search(workspace, steps.rollout)
         if "render" in phases:
@@ -151,8 +242,7 @@ def collect_episodes(workspace: Workspace, steps: EpisodeSteps, phases: Iterable
             for index in to_review(workspace):
                 steps.review(index)
                 report["reviewed"] += 1
-        if phases != list(EPISODE_PHASES) or wanted(workspace) <= 0:
-            return report
+        return report
     settings = settings_of(workspace)
     raise TargetNotReached(
         f"after {max_rounds} rounds the review admitted only {settings.target_count - wanted(workspace)} of "

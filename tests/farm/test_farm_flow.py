@@ -45,6 +45,17 @@ def test_costs_are_recorded_per_phase_and_episode(farmed_workspace):
     assert ledger.total() > 0
 
 
+def test_the_flow_simulates_a_seed_while_it_renders_and_reviews_the_episode_before(farmed_workspace):
+    """Two cores at work: the second episode's rollout (in its sandboxed worker) overlaps the first one's
+    render or review (in the flow's process)."""
+    timings = Workspace.open(farmed_workspace).timings()
+    span = {(t["phase"], t["episode"]): (t["end"] - t["seconds"], t["end"]) for t in timings if "end" in t}
+    rollout = span[("rollout", 1)]
+    overlaps = [max(0.0, min(rollout[1], end) - max(rollout[0], start))
+                for (phase, episode), (start, end) in span.items() if phase in ("render", "review") and episode == 0]
+    assert sum(overlaps) > 1.0, span
+
+
 def test_a_rerun_skips_finished_phases(farmed_workspace, prefect_harness):
     from flows.farm import farm_flow
 
