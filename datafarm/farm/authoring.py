@@ -153,7 +153,6 @@ def contract(workspace: Workspace) -> dict:
         # check names only: the judge's reason text carries its thresholds, and the expert's author reads this file
         "negative_control": {"do_nothing_rejected": not control.success,
                              "failed_checks": sorted(k for k, ok in control.verdict.checks.items() if not ok)},
-        "episode_count": settings.target_count,
         "max_seconds": package.info.max_seconds,
         "randomization": settings.randomization.model_dump(mode="json"),
         "not_in_inventory": workspace.read_json("scene/grounding.json").get("inventory_check", {}).get(
@@ -176,11 +175,9 @@ def review_contract(workspace: Workspace) -> dict:
     contract_data = workspace.read_json("contract.json")
     render_contract = workspace.read_json("render_contract.json")
     request = workspace.path("request.txt").read_text()
-    settings = settings_of(workspace)
     families = contract_data["randomization"]
     checks = {
         "task_serves_request": _independent_match(request) in (contract_data["task"], None),
-        "episode_count_as_asked": contract_data["episode_count"] == settings.target_count,
         "judge_rejects_doing_nothing": contract_data["negative_control"]["do_nothing_rejected"],
         "success_criteria_named": len(contract_data["success_criteria"]) >= 2,
         "randomization_families_on": all(families[k] for k in ("execution", "geometry", "appearance", "camera")),

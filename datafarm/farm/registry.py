@@ -43,7 +43,7 @@ REGISTRY: tuple[Phase, ...] = (
     Phase("build",           _F + "authoring:build",       ("prepare", "survey"),         ("scene", ".authoring"),
           "build",    "scene_builder",     "write the simulated scene; ground it against the calibration frames"),
     Phase("contract",        _F + "authoring:contract",    ("build",),          ("contract.json", "render_contract.json"),
-          "contract", "contract_author",   "state what will be produced: criteria, randomization, count, prompts"),
+          "contract", "contract_author",   "state what will be produced: criteria, randomization, prompts"),
     Phase("review_contract", _F + "authoring:review_contract", ("contract",),             ("review/contract.json",),
           "contract", "contract_reviewer", "an independent reviewer accepts or rejects the contract"),
     Phase("judge",           _F + "authoring:write_judge", ("build", "review_contract"),  ("judge",),

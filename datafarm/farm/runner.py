@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datafarm.costs import CostLedger
 from datafarm.errors import BadInput
 from datafarm.farm.registry import get_phase
-from datafarm.farm.settings import DELIVERY_ONLY
+from datafarm.farm.settings import NOT_HASHED
 from datafarm.logs import NOTABLE
 from datafarm.workspace import Workspace
 from datafarm.workspace.workspace import sha256_json

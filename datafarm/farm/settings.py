@@ -29,8 +29,10 @@ def _s3_destination(uri: str | None) -> str | None:
     return uri
 
 
-# Settings that change where a delivery goes, never what a phase produces: outside the phases' input hashes.
-DELIVERY_ONLY = frozenset({"push_to"})
+# Settings no whole-workspace phase reads: how many episodes (the episode loop reads them from the
+# workspace each time) and where a delivery goes. They are outside the phases' input hashes, so raising
+# the target re-authors nothing.
+NOT_HASHED = frozenset({"target_count", "max_attempts_factor", "push_to"})
 
 
 class FarmSettings(BaseModel):

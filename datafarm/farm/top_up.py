@@ -5,9 +5,8 @@ For every workspace in the farm root's registry (:mod:`datafarm.farm.fleet`) one
 - skip: it is missing or damaged, another run holds it (its farm lock), or its budget (``max_usd``) is spent;
 - skip as complete: it has admitted its target and no growth was asked;
 - farm: resume it to its target, or, with ``episodes_per_run`` N, raise a complete workspace's target by N
-  first (an unfinished one is farmed to its target). A raised target is a settings change, so the
-  phases before the episodes run again (the contract states the count): cheap with the built-in author,
-  billed under each phase's cap with an LLM author.
+  first (an unfinished one is farmed to its target). The count is outside the phases' input hashes:
+  a raised target only adds episodes (nothing is authored again, with any author).
 """
 
 from __future__ import annotations
@@ -67,9 +66,8 @@ def decide(entry: RegistryEntry, episodes_per_run: int | None = None) -> TopUpDe
 
 
 def set_target_count(workspace: Workspace, target: int) -> None:
-    """Set the workspace's target count (validated like every setting) before farming it. Every phase hashes
-    the settings, so the phases before the rollouts run again (about a minute with the built-in author);
-    the episodes already admitted stay."""
+    """Set the workspace's target count (validated like every setting) before farming it. No phase before
+    the rollouts reads it, so none runs again; the episodes already admitted stay."""
     settings = settings_of(workspace)
     if target == settings.target_count:
         return

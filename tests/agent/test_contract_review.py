@@ -17,7 +17,7 @@ from datafarm.costs import CostLedger, Prices  # noqa: E402
 from datafarm.library import LIBRARY_DIR  # noqa: E402
 
 CONTRACT = {"task": "apple_on_scale", "success_criteria": ["apple_on_plate", "released", "scale_reads_apple"],
-            "episode_count": 2, "not_in_inventory": []}
+            "not_in_inventory": []}
 RENDER = {"renderer": "composite", "cameras": ["head", "left_wrist", "right_wrist"]}
 
 

@@ -73,6 +73,25 @@ def test_raising_the_target_is_checked_like_every_setting(tmp_path):
         set_target_count(workspace, 0)
 
 
+def test_raising_the_target_redoes_no_phase_before_the_episodes(tmp_path):
+    """The nightly top-up raises targets: that must not author the task again (billed with an LLM author)."""
+    import time
+
+    from datafarm.farm.registry import PHASES
+    from datafarm.farm.runner import phase_inputs_hash
+
+    workspace = _workspace(tmp_path, "grown", target=2, admitted=2)
+    authored = PHASES[:PHASES.index("rollout")]
+    for phase in authored:
+        workspace.record_phase(phase, "inputs", [], time.time())
+    hashed = authored[1:]  # prepare is a command of its own
+    before = {phase: phase_inputs_hash(workspace, phase) for phase in hashed}
+    set_target_count(workspace, 5)
+    assert {phase: phase_inputs_hash(workspace, phase) for phase in hashed} == before
+    workspace.meta["settings"]["seed_start"] = 100  # negative control: a setting the phases read
+    assert all(phase_inputs_hash(workspace, phase) != before[phase] for phase in hashed)
+
+
 def test_farm_target_count_is_checked_before_anything_runs(tmp_path):
     from typer.testing import CliRunner
 

@@ -31,7 +31,7 @@ def test_setting_push_to_later_redoes_no_phase(tmp_path):
     before = phase_inputs_hash(workspace, "survey")
     workspace.meta["settings"]["push_to"] = "s3://my-datasets/apple"
     assert phase_inputs_hash(workspace, "survey") == before
-    workspace.meta["settings"]["target_count"] = 2  # negative control: a setting that matters changes it
+    workspace.meta["settings"]["expert_trial_seeds"] = 3  # negative control: a setting that matters changes it
     assert phase_inputs_hash(workspace, "survey") != before
 
 
