@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from piper_testkit import LOADED_FEEDBACK
 
 from datafarm.piper.driver import PiperPair, PiperPairConfig
 from datafarm.piper.fake_firmware import FakePiperFirmware
@@ -34,6 +35,7 @@ def fake_pair(channel_name, safety_args):
     pairs = []
 
     def connect(**overrides) -> PiperPair:
+        overrides.setdefault("watchdog", LOADED_FEEDBACK)
         config = PiperPairConfig(left_can=fakes["left"].channel, right_can=fakes["right"].channel,
                                  bustype="virtual", **overrides)
         pair = PiperPair(config, SafetyLayer(config.safety, rig=safety_args[0], model=safety_args[1]))

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from piper_testkit import wait_until
+from piper_testkit import LOADED_FEEDBACK, wait_until
 
 from datafarm.errors import SafetyStop
-from datafarm.piper.driver import PiperPair, PiperPairConfig, WatchdogConfig
+from datafarm.piper.driver import PiperPair, PiperPairConfig
 from datafarm.piper.fake_firmware import FakePiperFirmware
 from datafarm.piper.rig_firmware import RigLoop
 from datafarm.piper.safety import SafetyLayer
@@ -27,9 +27,9 @@ from datafarm.workspace import Workspace
 
 pytestmark = pytest.mark.filterwarnings("ignore:The 'bustype' argument is deprecated:DeprecationWarning")
 
-# A loaded CI machine steps SAPIEN, two 200 Hz firmwares and the SDK's readers on two cores: the watchdog
-# gets a wider margin here (the safety layer's limits are the defaults).
-LOADED_MACHINE = WatchdogConfig(max_feedback_age_s=0.25, min_feedback_hz=40.0, deadline_s=0.5)
+# Here SAPIEN steps beside the two firmwares too: the command deadline gets a wider margin as well (the
+# safety layer's limits are the defaults).
+LOADED_MACHINE = LOADED_FEEDBACK.model_copy(update={"deadline_s": 0.5})
 # With the judge as the operator, its sandboxed verdict (every second) runs inside the control loop.
 JUDGED_LOOP = LOADED_MACHINE.model_copy(update={"deadline_s": 3.0})
 

@@ -68,7 +68,7 @@ def test_each_watchdog_trigger_stops_both_arms(fake_pair, cause, message, backgr
 
 def test_the_emergency_stop_never_resumes_on_its_own(fake_pair):
     fakes, connect = fake_pair
-    pair = connect()
+    pair = connect(watchdog={})  # the real thresholds
     fakes["left"].inject_fault(err_code=0x0100)
     assert wait_until(lambda: both_estopped(fakes))  # the watchdog thread
     with pytest.raises(SafetyStop, match="error code 0x0100"):
