@@ -172,9 +172,33 @@ def review_episode(workspace: Workspace, index: int) -> dict:
     result = workspace.read_json(f"{episode_dir(index)}/result.json")
     episode = RecordedEpisode.load(workspace.path(episode_dir(index), "sim"))
     verdict = review(episode, rendered_videos(workspace, index), result["verdict"])
-    data = {"index": index, "seed": result["seed"], **verdict.to_dict()}
+    data = {"index": index, "seed": result["seed"], "reviewer": "builtin", **verdict.to_dict()}
+    if data["admitted"]:
+        _llm_episode_review(workspace, index, data)
     workspace.write_json(f"{episode_dir(index)}/review.json", data)
     return data
+
+
+def _llm_episode_review(workspace: Workspace, index: int, data: dict) -> None:
+    """With an LLM agent bound, the episode_reviewer role's decision counts beside the classical checks."""
+    from datafarm.agent.bindings import load_bindings
+
+    bindings = load_bindings(workspace.root)
+    if bindings.agent == "builtin":
+        return
+    from datafarm.agent.episode_reviewer import review_episode_with_llm
+    from datafarm.costs import CostLedger
+    from datafarm.farm.show import episode_sheet
+
+    workdir = workspace.path(".authoring", "episode_reviewer", f"{index:06d}")
+    sheet = episode_sheet(workspace, index, workdir / "sheet.png")
+    llm = review_episode_with_llm(bindings, workdir, workspace.path("request.txt").read_text(), sheet, data,
+                                  CostLedger(workspace.root))
+    data["llm"] = llm
+    data["reviewer"] = f"builtin + {llm['model']}"
+    if llm["decision"] == "reject":
+        data["admitted"] = False
+        data["reasons"] = [*data["reasons"], f"episode reviewer: {llm['reason']}"]
 
 
 def admitted_episodes(workspace: Workspace) -> list[int]:

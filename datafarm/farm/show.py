@@ -14,13 +14,8 @@ from datafarm.viz import contact_sheet, tile_views
 from datafarm.workspace import Workspace, WorkspaceError
 
 
-def show_episode(workspace: Workspace, index: int | None = None) -> tuple[Path, Path]:
-    kept = kept_episodes(workspace)
-    if not kept:
-        raise WorkspaceError(f"{workspace.root} has no recorded episodes yet: run `datafarm farm {workspace.root}`")
-    index = kept[0] if index is None else index
-    if index not in kept:
-        raise WorkspaceError(f"episode {index} is not in {workspace.root}; it has {kept}")
+def episode_streams(workspace: Workspace, index: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Per camera, the sim's frames and (once rendered) the delivery's; and the frame times."""
     episode = RecordedEpisode.load(workspace.path(episode_dir(index), "sim"))
     streams = {}
     rendered = rendered_videos(workspace, index)
@@ -28,12 +23,29 @@ def show_episode(workspace: Workspace, index: int | None = None) -> tuple[Path, 
         streams[f"{camera} sim"] = episode.rgb(camera)
         if rendered[camera].exists():
             streams[f"{camera} render"] = read_video(rendered[camera])
-    times = episode.data()["time"]
+    return streams, episode.data()["time"]
+
+
+def episode_sheet(workspace: Workspace, index: int, path: Path, streams=None) -> Path:
+    """The contact sheet of episode `index` (sim beside rendered, per camera), written to `path`."""
+    streams, times = streams or episode_streams(workspace, index)
     result = workspace.read_json(f"{episode_dir(index)}/result.json")
     title = f"episode {index} (seed {result['seed']}): {result['verdict']['reason']}"
-    sheet_path = workspace.path("reports", f"episode_{index:06d}_sheet.png")
-    sheet_path.parent.mkdir(parents=True, exist_ok=True)
-    contact_sheet(streams, times, columns=6, title=title[:140]).save(sheet_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    contact_sheet(streams, times, columns=6, title=title[:140]).save(path)
+    return path
+
+
+def show_episode(workspace: Workspace, index: int | None = None) -> tuple[Path, Path]:
+    kept = kept_episodes(workspace)
+    if not kept:
+        raise WorkspaceError(f"{workspace.root} has no recorded episodes yet: run `datafarm farm {workspace.root}`")
+    index = kept[0] if index is None else index
+    if index not in kept:
+        raise WorkspaceError(f"episode {index} is not in {workspace.root}; it has {kept}")
+    streams, times = episode_streams(workspace, index)
+    sheet_path = episode_sheet(workspace, index, workspace.path("reports", f"episode_{index:06d}_sheet.png"),
+                               (streams, times))
     preview_path = workspace.path("reports", f"episode_{index:06d}_preview.mp4")
     rows = [[n for n in streams if n.endswith("sim")], [n for n in streams if n.endswith("render")]]
     rows = [row for row in rows if row]
@@ -42,7 +54,7 @@ def show_episode(workspace: Workspace, index: int | None = None) -> tuple[Path, 
         for t in range(len(times)):
             yield np.concatenate([tile_views([streams[n][t] for n in row]) for row in rows], axis=0)
 
-    write_video(preview_path, frames(), fps=episode.meta["fps"])
+    write_video(preview_path, frames(), fps=workspace.read_json(f"{episode_dir(index)}/sim/episode.json")["fps"])
     return sheet_path, preview_path
 
 

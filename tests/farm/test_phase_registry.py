@@ -46,6 +46,16 @@ def test_every_role_is_used_by_a_phase_and_every_flow_exists():
     assert set(FLOW_OF) == set(FLOWS)
 
 
+def test_every_role_is_run_by_the_code():
+    """A role declared but never run is a defect: each one's session is opened somewhere (its name the first
+    argument of open_session, or of the LLM author's _run)."""
+    import datafarm
+
+    code = "".join(p.read_text() for p in Path(datafarm.__file__).parent.rglob("*.py"))
+    opened = set(re.findall(r'(?:open_session|self\._run)\(\s*"(\w+)"', code))
+    assert set(ROLES) <= opened, sorted(set(ROLES) - opened)
+
+
 def test_the_documentation_check_can_fail():
     rows = [row for row, writers in _workspace_table() if "render" in writers]
     assert _documented("episodes/NNNNNN/render", rows)
