@@ -168,10 +168,12 @@ def rendered_videos(workspace: Workspace, index: int) -> dict[str, Path]:
 
 def review_episode(workspace: Workspace, index: int) -> dict:
     from datafarm.review import review_episode as review
+    from datafarm.review.report import ReviewThresholds
 
     result = workspace.read_json(f"{episode_dir(index)}/result.json")
     episode = RecordedEpisode.load(workspace.path(episode_dir(index), "sim"))
-    verdict = review(episode, rendered_videos(workspace, index), result["verdict"])
+    thresholds = ReviewThresholds(**settings_of(workspace).review)  # the workspace's own limits, if it set any
+    verdict = review(episode, rendered_videos(workspace, index), result["verdict"], thresholds)
     data = {"index": index, "seed": result["seed"], "reviewer": "builtin", **verdict.to_dict()}
     if data["admitted"]:
         _llm_episode_review(workspace, index, data)

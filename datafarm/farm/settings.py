@@ -20,6 +20,19 @@ from datafarm.validation import describe
 MAX_TARGET_COUNT = 100_000  # beyond this a count is a typo (about $80,000 of episodes), not a request
 
 
+def _review_thresholds(values: dict[str, int | float]) -> dict[str, int | float]:
+    """Overrides of the review's limits, by the names of datafarm.review.report.ReviewThresholds."""
+    from dataclasses import fields
+
+    from datafarm.review.report import ReviewThresholds
+
+    known = [f.name for f in fields(ReviewThresholds)]
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        raise ValueError(f"unknown review thresholds {unknown}; the known ones are {known}")
+    return values
+
+
 def _s3_destination(uri: str | None) -> str | None:
     """An s3://bucket/prefix, checked when the settings load (a bad one names the form to use)."""
     if uri is not None:
@@ -32,7 +45,7 @@ def _s3_destination(uri: str | None) -> str | None:
 # Settings no whole-workspace phase reads: how many episodes (the episode loop reads them from the
 # workspace each time) and where a delivery goes. They are outside the phases' input hashes, so raising
 # the target re-authors nothing.
-NOT_HASHED = frozenset({"target_count", "max_attempts_factor", "push_to"})
+NOT_HASHED = frozenset({"target_count", "max_attempts_factor", "review", "push_to"})
 
 
 class FarmSettings(BaseModel):
@@ -49,6 +62,8 @@ class FarmSettings(BaseModel):
     max_attempts_factor: float = Field(3.0, ge=1, description="give up after this many x target_count seeds")
     episode_wall_limit: float = Field(120.0, gt=0)
     randomization: RandomizationConfig = RandomizationConfig()
+    review: Annotated[dict[str, int | float], AfterValidator(_review_thresholds)] = Field(
+        default_factory=dict, description="review limits to change, e.g. {\"min_robot_iou\": 0.5}")
     repo_id: str = Field("datafarm/episodes", pattern=r"^[\w.-]+/[\w.-]+$")
     push_to: Annotated[str | None, AfterValidator(_s3_destination)] = Field(
         None, description="s3://bucket/prefix the farm pushes the verified delivery to (datafarm.storage)")
@@ -74,6 +89,7 @@ FIXES = {
     "render_worker": "pass --render-worker with the worker's URL, and only with --renderer wan-vace",
     "render_options": "pass --render-option NAME=VALUE with an option of the chosen renderer",
     "push_to": "correct --push-to (or push_to in workspace.json)",
+    "review": "name review limits as datafarm/review/report.py's ReviewThresholds does, with numbers",
 }
 
 

@@ -41,6 +41,14 @@ def test_prepare_refuses_a_bad_target_count_in_one_line(tmp_path, count, problem
     assert "\n" not in str(caught.value)
 
 
+def test_an_unknown_review_limit_is_refused_listing_the_known_ones():
+    from datafarm.farm.settings import SettingsError, load_settings
+
+    with pytest.raises(SettingsError, match=r"review: .*\['min_robot_ioux'\].*'min_robot_iou'.*ReviewThresholds"):
+        load_settings({"target_count": 1, "review": {"min_robot_ioux": 0.5}})
+    assert load_settings({"target_count": 1, "review": {"max_bad_frames": 2}}).review == {"max_bad_frames": 2}
+
+
 def test_a_workspace_whose_renderer_was_edited_names_the_file_and_the_known_ones(tmp_path):
     workspace = Workspace.initialise(tmp_path / "ws", {"settings": {"target_count": 1, "renderer": "composite"}})
     assert settings_of(workspace).renderer == "composite"  # control

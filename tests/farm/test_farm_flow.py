@@ -56,6 +56,18 @@ def test_the_flow_simulates_a_seed_while_it_renders_and_reviews_the_episode_befo
     assert overlap > 1.0, spans
 
 
+def test_the_review_holds_episodes_to_the_workspaces_own_limits(farmed_workspace, tmp_path):
+    from datafarm.farm.episodes import review_episode
+
+    workspace = _copy(farmed_workspace, tmp_path)
+    assert review_episode(workspace, 0)["admitted"]
+    workspace.meta["settings"]["review"] = {"min_robot_iou": 1.01}  # no render can reach it
+    workspace.save_meta()
+    review = review_episode(workspace, 0)
+    assert not review["admitted"] and review["thresholds"]["min_robot_iou"] == 1.01
+    assert any(reason.startswith("robot_mask_iou") and "limit 1.01" in reason for reason in review["reasons"])
+
+
 def test_a_rerun_skips_finished_phases(farmed_workspace, prefect_harness):
     from flows.farm import farm_flow
 
