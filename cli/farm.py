@@ -35,6 +35,8 @@ def prepare(
     render_option: list[str] = typer.Option([], "--render-option", help="NAME=VALUE renderer option, e.g. steps=12."),
     push_to: str = typer.Option(None, "--push-to", help="s3://bucket/prefix: `datafarm farm` pushes the verified "
                                 "delivery there (only what is new or changed)."),
+    max_usd: float = typer.Option(None, "--max-usd", help="The workspace's whole budget in USD: no work starts "
+                                  "once the cost ledger reaches it (none: no budget)."),
 ) -> None:
     """Bind a calibration episode (or a single photo) and a request to a new workspace."""
     from datafarm.farm.prepare import prepare as run_prepare
@@ -51,7 +53,8 @@ def prepare(
     else:
         request = sys.stdin.read() if str(request_file) == "-" else _read(request_file)
     settings = {"target_count": target_count, "renderer": renderer, "render_model": render_model,
-                "render_worker": render_worker, "render_options": _options(render_option), "push_to": push_to}
+                "render_worker": render_worker, "render_options": _options(render_option), "push_to": push_to,
+                "max_usd": max_usd}
     if image is not None:
         workspace = prepare_photo(image, request, output, settings)
     else:
@@ -91,6 +94,7 @@ def farm(
     until: str = typer.Option(None, help=f"Run the phases up to and including this one ({PHASE_HELP})."),
     target_count: int = typer.Option(None, "--target-count", help="Ask for this many admitted episodes from now on "
                                      "(more than before: the farm tops up)."),
+    max_usd: float = typer.Option(None, "--max-usd", help="Set the workspace's whole budget in USD from now on."),
 ) -> None:
     """Run every phase in order; done phases are skipped, so a rerun resumes where it stopped."""
     from datafarm.farm.registry import selected_phases
@@ -106,6 +110,10 @@ def farm(
         from datafarm.farm.top_up import set_target_count
 
         set_target_count(Workspace.open(workspace), target_count)
+    if max_usd is not None:
+        from datafarm.farm.fleet import set_budget
+
+        set_budget(Workspace.open(workspace), max_usd)
     from cli.progress import farm_progress
     from flows.farm import farm_flow
 

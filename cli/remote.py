@@ -69,7 +69,8 @@ def status(
 
 def register(
     workspace: Path = typer.Argument(..., help="The workspace to top up on schedule."),
-    max_usd: float = typer.Option(None, "--max-usd", help="Its whole budget in USD; the top-up skips it once spent."),
+    max_usd: float = typer.Option(None, "--max-usd", help="Set its whole budget in USD (the workspace's max_usd); "
+                                  "no work starts past it, and the top-up skips it."),
 ) -> None:
     """Register a workspace under the farm root (DATAFARM_FARM_ROOT) for the scheduled top-up."""
     from datafarm.farm.fleet import Registry, farm_root

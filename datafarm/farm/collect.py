@@ -22,7 +22,7 @@ from typing import Protocol
 from datafarm.errors import PermanentError
 from datafarm.farm import episodes
 from datafarm.farm.prepare import settings_of
-from datafarm.farm.runner import accounted
+from datafarm.farm.runner import accounted, check_budget
 from datafarm.logs import NOTABLE
 from datafarm.workspace import Workspace
 
@@ -135,6 +135,7 @@ def _seed_budget(workspace: Workspace) -> int:
 
 def _next_assignment(workspace: Workspace, tried: int, budget: int) -> tuple[int, int]:
     """The next seed and the episode index it would become, from the workspace's records."""
+    check_budget(workspace)
     if tried >= budget:
         raise SeedsExhausted(
             f"rollout gave up after {tried} seeds: only {len(episodes.kept_episodes(workspace))} episodes passed "
@@ -171,17 +172,29 @@ def seed_search(workspace: Workspace, rollout: Callable[[int, int], episodes.Att
     return _attempt_counts(workspace)
 
 
-def _render_and_review_ready(workspace: Workspace, steps: EpisodeSteps, report: dict) -> bool:
-    """Render, then review, every kept episode still waiting; whether there was any."""
-    rendering = to_render(workspace)
-    for index in rendering:
+def _render_waiting(workspace: Workspace, steps: EpisodeSteps, report: dict) -> bool:
+    """Render every kept episode not rendered yet; whether there was any."""
+    waiting = to_render(workspace)
+    for index in waiting:
+        check_budget(workspace)
         steps.render(index)
         report["rendered"] += 1
-    reviewing = to_review(workspace)
-    for index in reviewing:
+    return bool(waiting)
+
+
+def _review_waiting(workspace: Workspace, steps: EpisodeSteps, report: dict) -> bool:
+    """Review every rendered episode not reviewed yet; whether there was any."""
+    waiting = to_review(workspace)
+    for index in waiting:
+        check_budget(workspace)
         steps.review(index)
         report["reviewed"] += 1
-    return bool(rendering or reviewing)
+    return bool(waiting)
+
+
+def _render_and_review_ready(workspace: Workspace, steps: EpisodeSteps, report: dict) -> bool:
+    rendered = _render_waiting(workspace, steps, report)
+    return _review_waiting(workspace, steps, report) or rendered
 
 
 def pipelined_round(workspace: Workspace, steps: EpisodeSteps, report: dict) -> None:
@@ -235,13 +248,9 @@ def collect_episodes(workspace: Workspace, steps: EpisodeSteps, phases: Iterable
         if "rollout" in phases:
             report["rollout"] = seed_search(workspace, steps.rollout)
         if "render" in phases:
-            for index in to_render(workspace):
-                steps.render(index)
-                report["rendered"] += 1
+            _render_waiting(workspace, steps, report)
         if "review" in phases:
-            for index in to_review(workspace):
-                steps.review(index)
-                report["reviewed"] += 1
+            _review_waiting(workspace, steps, report)
         return report
     settings = settings_of(workspace)
     raise TargetNotReached(

@@ -53,8 +53,7 @@ class RequestPlan:
     request: str
     episode: str  # a local folder, or the s3:// URI to fetch
     workspace: Path
-    settings: FarmSettings
-    max_usd: float | None
+    settings: FarmSettings  # the budget (max_usd) among them
     phase_caps: dict[str, float]
 
     @property
@@ -105,12 +104,9 @@ def check_episode(episode: str) -> str:
     return str(check_local_episode(episode))
 
 
-def check_budget(max_usd: float | None, phase_caps: dict[str, float] | None) -> dict[str, float]:
+def check_phase_caps(phase_caps: dict[str, float] | None) -> dict[str, float]:
     from datafarm.agent.roles import PHASES as LLM_PHASES
 
-    if max_usd is not None and not (isinstance(max_usd, (int, float)) and math.isfinite(max_usd) and max_usd > 0):
-        raise BadInput(f"max_usd {max_usd!r}: give the workspace's budget as a positive number of USD, or leave it "
-                       "empty for no budget")
     caps = dict(phase_caps or {})
     unknown = sorted(set(caps) - set(LLM_PHASES))
     if unknown:
@@ -140,16 +136,19 @@ def plan_request(parameters: RequestParameters | dict) -> RequestPlan:
     if not isinstance(parameters, RequestParameters):
         parameters = RequestParameters.model_validate(parameters)
     check_request(parameters.request)
-    values = {**(parameters.settings or {}), "target_count": parameters.target_count, "renderer": parameters.renderer}
+    values = {**(parameters.settings or {}), "target_count": parameters.target_count, "renderer": parameters.renderer,
+              "max_usd": parameters.max_usd}
     settings = load_settings(values, "request", {"target_count": "give target_count as a whole number from 1 to 100000",
-                                         "renderer": "give one of them as renderer (composite runs on the CPU)"})
+                                         "renderer": "give one of them as renderer (composite runs on the CPU)",
+                                         "max_usd": "give the workspace's budget as a positive number of USD, or "
+                                                    "leave it empty for no budget"})
     from datafarm.render.registry import check_renderer_available
 
     check_renderer_available(settings.renderer)
-    caps = check_budget(parameters.max_usd, parameters.phase_caps)
+    caps = check_phase_caps(parameters.phase_caps)
     episode = check_episode(parameters.episode)
     workspace = farm_root() / "workspaces" / workspace_name(parameters.request)
-    return RequestPlan(parameters.request, episode, workspace, settings, parameters.max_usd, caps)
+    return RequestPlan(parameters.request, episode, workspace, settings, caps)
 
 
 def prepare_request(plan: RequestPlan) -> Workspace:
@@ -165,5 +164,5 @@ def prepare_request(plan: RequestPlan) -> Workspace:
         bindings = load_bindings(register=False)  # what applies on this machine, with the request's caps
         data = bindings.model_dump(mode="json", exclude={"source"})
         workspace.write_json(BINDINGS_FILE, {**data, "caps": {**data["caps"], **plan.phase_caps}})
-    Registry(farm_root()).register(workspace, plan.max_usd)
+    Registry(farm_root()).register(workspace)
     return workspace

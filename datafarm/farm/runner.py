@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from datafarm.costs import CostLedger
-from datafarm.errors import BadInput
+from datafarm.errors import BadInput, BudgetSpent
 from datafarm.farm.registry import get_phase
 from datafarm.farm.settings import NOT_HASHED
 from datafarm.logs import NOTABLE
@@ -40,6 +40,25 @@ def accounted(workspace: Workspace, phase: str, episode: int | None = None, thre
     workspace.log_timing(phase, time.perf_counter() - started, episode)
 
 
+class WorkspaceBudgetSpent(BudgetSpent):
+    """The workspace's whole budget (its max_usd setting) is spent: no more work is started."""
+
+
+def check_budget(workspace: Workspace) -> None:
+    """Raise WorkspaceBudgetSpent once the ledger's total reaches the workspace's max_usd (before new work)."""
+    from datafarm.farm.prepare import settings_of
+
+    settings = settings_of(workspace)
+    if settings.max_usd is None:
+        return
+    spent = CostLedger(workspace.root).total()
+    if spent >= settings.max_usd:
+        raise WorkspaceBudgetSpent(
+            f"{workspace.root} has spent ${spent:.4f} of its ${settings.max_usd:.4f} budget (max_usd): no more work "
+            f"was started and everything done is kept. Raise it (`datafarm farm {workspace.root} --max-usd N`) or "
+            "lower the target (`--target-count`), then rerun")
+
+
 def phase_inputs_hash(workspace: Workspace, phase: str, extra=None) -> str:
     upstream = get_phase(phase).reads
     settings = {name: value for name, value in workspace.meta["settings"].items() if name not in NOT_HASHED}
@@ -57,6 +76,7 @@ def run_phase(workspace: Workspace, phase: str, force: bool = False) -> PhaseOut
     if not force and workspace.phase_is_current(phase, inputs_hash):
         log.info("%s: up to date, skipped", phase, extra=NOTABLE)
         return PhaseOutcome(phase, True, workspace.phase_record(phase).details, 0.0)
+    check_budget(workspace)
     started = time.time()
     with accounted(workspace, phase):
         details = spec.work_function()(workspace) or {}

@@ -45,7 +45,7 @@ def _s3_destination(uri: str | None) -> str | None:
 # Settings no whole-workspace phase reads: how many episodes (the episode loop reads them from the
 # workspace each time) and where a delivery goes. They are outside the phases' input hashes, so raising
 # the target re-authors nothing.
-NOT_HASHED = frozenset({"target_count", "max_attempts_factor", "review", "push_to"})
+NOT_HASHED = frozenset({"target_count", "max_attempts_factor", "max_usd", "review", "push_to"})
 
 
 class FarmSettings(BaseModel):
@@ -60,6 +60,7 @@ class FarmSettings(BaseModel):
     expert_trial_seeds: int = Field(10, gt=0)
     expert_min_success: float = Field(0.8, ge=0, le=1)
     max_attempts_factor: float = Field(3.0, ge=1, description="give up after this many x target_count seeds")
+    max_usd: float | None = Field(None, gt=0, description="the workspace's whole budget: no work starts past it")
     episode_wall_limit: float = Field(120.0, gt=0)
     randomization: RandomizationConfig = RandomizationConfig()
     review: Annotated[dict[str, int | float], AfterValidator(_review_thresholds)] = Field(
@@ -89,6 +90,7 @@ FIXES = {
     "render_worker": "pass --render-worker with the worker's URL, and only with --renderer wan-vace",
     "render_options": "pass --render-option NAME=VALUE with an option of the chosen renderer",
     "push_to": "correct --push-to (or push_to in workspace.json)",
+    "max_usd": "pass --max-usd with a positive number of USD (or leave it out: no budget)",
     "review": "name review limits as datafarm/review/report.py's ReviewThresholds does, with numbers",
 }
 

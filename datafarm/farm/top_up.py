@@ -53,8 +53,8 @@ def decide(entry: RegistryEntry, episodes_per_run: int | None = None) -> TopUpDe
     figures = {"admitted": admitted, "target": settings.target_count, "spent_usd": spent}
     if holder is not None:
         return skip(f"running: held by {holder.describe()}", **figures)
-    if entry.max_usd is not None and spent >= entry.max_usd:
-        return skip(f"over budget: ${spent:.4f} spent of ${entry.max_usd:.4f}", **figures)
+    if settings.max_usd is not None and spent >= settings.max_usd:
+        return skip(f"over budget: ${spent:.4f} spent of ${settings.max_usd:.4f}", **figures)
     if admitted < settings.target_count:
         return TopUpDecision(entry.name, entry.workspace, "farm", f"{settings.target_count - admitted} to go",
                              **figures)

@@ -28,7 +28,7 @@ def test_a_good_request_plans_a_new_workspace_under_the_farm_root(roots):
     plan = plan_request(_request(roots, max_usd=3.0, phase_caps={"expert": 1.5}))
     assert plan.workspace.parent == roots / "farm" / "workspaces"
     assert plan.workspace.name.startswith("put-the-apple-on-the-scale-")
-    assert plan.settings.target_count == 2 and plan.phase_caps == {"expert": 1.5}
+    assert plan.settings.target_count == 2 and plan.phase_caps == {"expert": 1.5} and plan.settings.max_usd == 3.0
     assert not (roots / "farm").exists()  # nothing written by the checks
 
 
@@ -88,9 +88,10 @@ def test_the_registry_keeps_one_entry_per_workspace(tmp_path):
     first = Workspace.initialise(tmp_path / "a" / "ws-one", {"settings": {"target_count": 1}})
     registry.register(first, max_usd=2.0)
     registry.register(first, max_usd=3.0)  # again: updated, not doubled
-    assert [(e.name, e.max_usd) for e in registry.entries()] == [("ws-one", 3.0)]
+    assert [e.name for e in registry.entries()] == ["ws-one"]
+    assert Workspace.open(first.root).meta["settings"]["max_usd"] == 3.0  # the budget is the workspace's own
     clash = Workspace.initialise(tmp_path / "b" / "ws-one", {"settings": {"target_count": 1}})
     with pytest.raises(BadInput, match="taken by"):
         registry.register(clash)
-    with pytest.raises(BadInput, match="positive"):
+    with pytest.raises(BadInput, match="max_usd.*positive"):
         registry.register(first, max_usd=0)
