@@ -18,6 +18,9 @@ class RenderError(BadInput, RuntimeError):
     """A render could not be made from these inputs (the message says which input and why)."""
 
 
+GENERATION_FILE = "generation.json"
+
+
 class Renderer(ABC):
     """Turns a simulated episode into photographic video for all of its cameras in one call.
 
@@ -33,6 +36,9 @@ class Renderer(ABC):
       same frame count, frame size and fps as the sim episode, frame t showing sim frame t; the
       mapping camera -> path is returned. All views are produced together (one canvas per time step)
       so they stay consistent with each other.
+    - a generative backend (a video model) also writes `output_dir / GENERATION_FILE`:
+      {"renderer": name, "seams": [the first newly generated frame of each chunk after the first]}; the
+      review then runs the checks only generated video needs (datafarm.review.generated).
     - failure: `RenderError` naming the missing or malformed input; no partial mp4 is left under a
       final name.
     """

@@ -43,7 +43,7 @@ from PIL import Image
 
 from datafarm.media import VideoWriter
 from datafarm.render.appearance import Appearance
-from datafarm.render.base import Renderer, RenderError, check_contract_cameras, check_references
+from datafarm.render.base import GENERATION_FILE, Renderer, RenderError, check_contract_cameras, check_references
 from datafarm.render.contract import RenderContract
 from datafarm.render.registry import RendererUnavailable
 from datafarm.render.wan_control import (CanvasLayout, Conditioning, build_conditioning, chunk_inputs,
@@ -270,6 +270,10 @@ class WanVaceRenderer(Renderer):
             raise
         paths = {camera: path.replace(output_dir / f"{camera}.mp4") for camera, path in partial.items()}
         frames = len(canvas)
+        # the review's seam and drift checks (datafarm.review.generated) read where each later chunk begins
+        chunks = plan_chunks(frames, self.settings.chunk_frames, self.settings.overlap_frames)
+        (output_dir / GENERATION_FILE).write_text(json.dumps(
+            {"renderer": self.name, "seams": [chunk.start + chunk.keep for chunk in chunks[1:]]}))
         self.last_timing = {"prepare_s": prepared - started, "generate_s": generated - prepared, "frames": frames,
                             "seconds_per_frame": (generated - prepared) / max(frames, 1),
                             "total_s": time.perf_counter() - started}

@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from datafarm.media import probe
-from datafarm.render.views import BACKGROUND, TABLE, class_height, class_maps, load_camera_arrays
+from datafarm.render.views import BACKGROUND, TABLE, class_height, class_maps, load_camera_arrays, still_camera_steps
+from datafarm.review.generated import colour_drift, read_seams, seam_jump, static_blocks
 from datafarm.review.report import Check, EpisodeReview, ReviewThresholds
 from datafarm.review.robot_mask import robot_mask_agreement
 from datafarm.review.view_analysis import SimView, ViewMeasures, analyse_view
@@ -93,6 +94,22 @@ def _view_checks(episode: RecordedEpisode, camera: str, path: Path, frame_count:
                         "longest run of unchanged frames while the sim view changes"))
     checks.append(_flicker_check(measures, camera, thresholds))
     checks.append(_robot_check(episode, sim, measures, planes, min(frame_count, measures.frames), thresholds))
+    seams = read_seams(path.parent)
+    if seams is not None and measures.blocks is not None:  # a video model made this view
+        checks.extend(_generated_checks(sim, measures.blocks, seams, thresholds))
+    return checks
+
+
+def _generated_checks(sim: SimView, blocks: np.ndarray, seams: list[int], thresholds: ReviewThresholds) -> list[Check]:
+    jump = seam_jump(blocks, seams)
+    checks = [Check("seam_jump", jump is None or jump <= thresholds.max_seam_jump, jump, thresholds.max_seam_jump,
+                    sim.camera, f"{len(seams)} seams; change into a chunk over the change around it"
+                    if jump is not None else "not applicable: one chunk")]
+    still = bool(still_camera_steps(sim.extrinsics).all())
+    drift = colour_drift(blocks, static_blocks(sim.classes[:len(blocks)])) if still else None
+    checks.append(Check("colour_drift", drift is None or drift <= thresholds.max_colour_drift, drift,
+                        thresholds.max_colour_drift, sim.camera, "static background, first frames against the last"
+                        if drift is not None else "not applicable: a moving camera or no static background"))
     return checks
 
 

@@ -26,6 +26,10 @@ class ReviewThresholds:
     robot_noise_factor: float = 2.0
     min_robot_iou: float = 0.6  # IoU of estimated vs simulated robot mask, per view
     max_flicker: float = 2.0  # mean |luma change| in static background between still frames, per view
+    # Generated views only (datafarm.review.generated): chosen above what composite renders show (a seam
+    # marked on a good composite render measures 1-2), not yet calibrated on a real video model's output.
+    max_seam_jump: float = 4.0  # change into a chunk's first frame / median change around it
+    max_colour_drift: float = 10.0  # RGB levels between the static background's first and last frames
 
 
 @dataclass(frozen=True)

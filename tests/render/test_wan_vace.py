@@ -23,6 +23,7 @@ from datafarm.render.base import RenderError
 from datafarm.render.contract import RenderContract
 from datafarm.render.render_worker import (RenderWorkerBusy, RenderWorkerUnreachable, RequestTooLarge, create_app,
                                            post_render)
+from datafarm.render.wan_control import plan_chunks
 from datafarm.render.wan_models import TINY, build_random_pipeline, load_pipeline
 from datafarm.render.wan_vace import WanVaceRenderer, generate
 from wan_synthetic import CAMERAS, FPS, HEIGHT, WIDTH, references, write_episode
@@ -58,6 +59,9 @@ def test_embedded_render_writes_every_view_at_the_sim_size_and_frame_count(model
         assert (info.width, info.height) == (WIDTH, HEIGHT)
         assert len(read_video(path)) == 11 and round(info.fps) == FPS
     assert renderer.last_timing["frames"] == 11 and renderer.last_timing["seconds_per_frame"] > 0
+    chunks = plan_chunks(11, renderer.settings.chunk_frames, renderer.settings.overlap_frames)
+    generation = json.loads((tmp_path / "out" / "generation.json").read_text())  # the review's seam check reads it
+    assert len(chunks) > 1 and generation == {"renderer": "wan-vace", "seams": [c.start + c.keep for c in chunks[1:]]}
     # negative control: a contract naming a camera the episode lacks is refused, nothing written
     with pytest.raises(RenderError, match="top_camera"):
         renderer.render(episode, references(), sample_appearance(3), tmp_path / "bad",

@@ -28,6 +28,7 @@ def verdict(sim_episode, tmp_path_factory):
 def _corrupt(good: dict, tmp_path, camera: str, change) -> dict:
     """A copy of the good render with one camera's frames passed through `change` (or its bytes replaced)."""
     paths = {}
+    tmp_path.mkdir(parents=True, exist_ok=True)
     for name, path in good.items():
         paths[name] = shutil.copy(path, tmp_path / path.name)
     target = tmp_path / f"{camera}.mp4"
@@ -126,6 +127,41 @@ def test_corrupted_render_is_rejected_by_the_right_check(sim_episode, good_rende
     failed = [(c.name, c.camera) for c in review.checks if not c.passed]
     assert (failing, camera) in failed, review.reasons
     assert any(reason.startswith(f"{failing}[{camera}]") for reason in review.reasons)
+
+
+def _as_generated(paths: dict, frames: int) -> list[int]:
+    """Mark a render's folder as a video model's output, with two chunk seams."""
+    seams = [frames // 3, 2 * frames // 3]
+    (next(iter(paths.values())).parent / "generation.json").write_text(json.dumps({"renderer": "test", "seams": seams}))
+    return seams
+
+
+def _step_at_second_seam(frames):
+    frames = frames.astype(np.int16)
+    frames[2 * len(frames) // 3:] += 30  # the last chunk came out brighter
+    return np.clip(frames, 0, 255).astype(np.uint8)
+
+
+def _drifting(frames):
+    gain = np.linspace(1.0, 1.25, len(frames))[:, None, None, None]
+    return np.clip(frames * gain, 0, 255).astype(np.uint8)
+
+
+def test_a_generated_render_is_held_to_the_seam_and_drift_checks(sim_episode, good_render, verdict, tmp_path):
+    frames = len(read_video(good_render["head"]))
+    good = _corrupt(good_render, tmp_path / "good", "left_wrist", lambda f: f)
+    _as_generated(good, frames)
+    review = review_episode(sim_episode, good, verdict)
+    assert review.admitted, review.reasons
+    head = {c.name: c for c in review.checks if c.camera == "head"}
+    assert head["seam_jump"].value is not None and head["seam_jump"].value < 2.5, head["seam_jump"].describe()
+    assert head["colour_drift"].value is not None and head["colour_drift"].value < 3.0, head["colour_drift"].describe()
+    assert not any(c.name == "seam_jump" for c in review_episode(sim_episode, good_render, verdict).checks)
+    for change, failing in ((_step_at_second_seam, "seam_jump"), (_drifting, "colour_drift")):
+        corrupted = _corrupt(good_render, tmp_path / failing, "head", change)
+        _as_generated(corrupted, frames)
+        review = review_episode(sim_episode, corrupted, verdict)
+        assert ("head", failing) in [(c.camera, c.name) for c in review.checks if not c.passed], review.reasons
 
 
 def test_failed_judge_and_missing_view_are_rejected(sim_episode, good_render):
