@@ -56,7 +56,7 @@ def harvest(workspace: Workspace) -> dict:
     task, instruction = task_string(workspace), canonical_instruction(workspace)
     report = write_dataset(items, staging, settings.repo_id, fps, task,
                            progress=lambda done, total: record_harvest_progress(workspace, done, total),
-                           metadata={"canonical_instruction": instruction})
+                           metadata={"canonical_instruction": instruction, **randomization_metadata(workspace)})
     final = workspace.path("dataset")
     if final.exists():
         shutil.rmtree(final)
@@ -68,6 +68,15 @@ def harvest(workspace: Workspace) -> dict:
     log.info("harvest: %d episodes (%s), %d frames in %s", len(admitted), ", ".join(map(str, admitted)),
              report.frames, final, extra=NOTABLE)
     return summary
+
+
+def randomization_metadata(workspace: Workspace) -> dict:
+    """What the delivery was randomized over, for its users: each family of the simulation, on or off, with
+    its ranges; and the renderer's appearance families (drawn per episode: `episodes/*/render/appearance.json`)."""
+    settings = settings_of(workspace)
+    contract = workspace.read_json("render_contract.json") if workspace.path("render_contract.json").exists() else {}
+    return {"randomization": settings.randomization.model_dump(mode="json"),
+            "render": {"renderer": settings.renderer, "appearance_families": contract.get("appearance", [])}}
 
 
 def write_manifest(workspace: Workspace, admitted: list[int]) -> dict:

@@ -31,6 +31,10 @@ def test_the_farm_delivers_a_verified_lerobot_dataset(farmed_workspace):
                      "judge/judge.py", "expert/report.json", "manifest.json"]:
         assert workspace.path(relative).exists(), relative
     assert all(a.accepted or a.reason for a in attempts(workspace))
+    # the delivery says what it was randomized over: every family, on or off, with its ranges
+    described = json.loads(workspace.path("dataset", "datafarm_harvest.json").read_text())
+    assert {"execution", "geometry", "appearance", "camera", "speed"} <= set(described["randomization"])
+    assert described["render"]["renderer"] == "composite" and described["render"]["appearance_families"]
     # the contract names the judge's checks but carries none of its text (the expert's author reads it)
     control = workspace.read_json("contract.json")["negative_control"]
     assert control["do_nothing_rejected"] and control["failed_checks"]
