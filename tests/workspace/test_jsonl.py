@@ -69,7 +69,8 @@ def test_cost_ledger_survives_a_torn_line(workspace):
 def test_timings_survive_a_torn_line(workspace):
     workspace.log_timing("rollout", 1.5, episode=0)
     tear(workspace.path("timings.jsonl"))
-    assert workspace.timings() == [{"phase": "rollout", "episode": 0, "seconds": 1.5}]
+    [kept] = workspace.timings()
+    assert (kept["phase"], kept["episode"], kept["seconds"]) == ("rollout", 0, 1.5) and kept["end"] > 0
     workspace.log_timing("render", 2.0, episode=0)
     assert len(workspace.timings()) == 2
 
