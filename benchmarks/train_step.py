@@ -41,6 +41,10 @@ def per_sample_seconds(repo_id: str, root: Path, samples: int, chunk: int, fps: 
     return (time.perf_counter() - started) / len(indices)
 
 
+def sizes_label(sizes: dict[str, tuple[int, int]]) -> str:
+    return ", ".join(f"{camera} {h}x{w}" for camera, (h, w) in sizes.items())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("workspace", type=Path)
@@ -54,15 +58,15 @@ def main() -> None:
     started = time.perf_counter()
     data = training_data(args.workspace, preset)
     built = time.perf_counter() - started
-    print(f"training data: {data.root} ({'derived' if data.derived else 'delivered'}, {data.cameras} at "
-          f"{data.image_size[0]}x{data.image_size[1]}): "
+    print(f"training data: {data.root} ({'derived' if data.derived else 'delivered'}, "
+          f"{sizes_label(data.image_sizes)}): "
           + (f"built in {data.built_seconds:.1f} s" if data.built_seconds else f"reused ({built:.1f} s to check)"))
 
     chunk = int(preset.policy_options.get("chunk_size", 1))
     delivered = delivered_data(args.workspace)
     video = per_sample_seconds(delivered.repo_id, delivered.root, args.samples, chunk, delivered.fps)
     print(f"per sample with a {chunk}-step action chunk, delivered video dataset (3 cameras, "
-          f"{delivered.image_size[0]}x{delivered.image_size[1]}): {video * 1000:.1f} ms")
+          f"{sizes_label(delivered.image_sizes)}): {video * 1000:.1f} ms")
     if data.derived:
         for label, store in (("lerobot's parquet images", False), ("frame store", True)):
             image = per_sample_seconds(data.repo_id, data.root, args.samples, chunk, data.fps, store)

@@ -63,7 +63,7 @@ class DataFarmEnvConfig(EnvConfig):
             from datafarm.policy.spec import load_policy_spec
 
             spec = load_policy_spec(folder)
-            return list(spec.cameras), {c: tuple(spec.image_size) for c in spec.cameras}
+            return list(spec.cameras), dict(spec.image_sizes)
         survey = json.loads((Path(self.workspace) / "survey.json").read_text())["cameras"]
         cameras = [c for c in CAMERA_KEYS if c in survey]
         return cameras, {c: (survey[c]["height"], survey[c]["width"]) for c in cameras}

@@ -2,10 +2,11 @@
 
 ACT has no resize option, and decoding a 640x480 video frame per sample dominates a CPU training step.
 So training at reduced resolution reads a *derived* LeRobot dataset written beside the delivery,
-``WS/derived/<h>x<w>-<cameras>/``, with lerobot's own writer and *image* features (small PNGs in
-parquet, no video), plus a frame store of the decoded frames (:mod:`datafarm.policy.frame_store`):
-the videos are decoded once, here, and a training step decodes no image. The derived dataset records the SHA-256 of the delivery's ``manifest.json``; a new delivery (a
-different manifest) rebuilds it, an unchanged one reuses it.
+``WS/derived/<h>x<w>-<cameras>/`` (``<camera>-<h>x<w>+...`` when the cameras' sizes differ), with
+lerobot's own writer and *image* features (small PNGs in parquet, no video), plus a frame store of the
+decoded frames (:mod:`datafarm.policy.frame_store`): the videos are decoded once, here, and a training
+step decodes no image. The derived dataset records the SHA-256 of the delivery's ``manifest.json``; a
+new delivery (a different manifest) rebuilds it, an unchanged one reuses it.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ class TrainingData:
     root: Path
     repo_id: str
     cameras: list[str]
-    image_size: tuple[int, int]  # (height, width) of every camera in `root`
+    image_sizes: dict[str, tuple[int, int]]  # each camera's (height, width) in `root`
     manifest_sha256: str
     fps: int
     derived: bool
@@ -56,9 +57,19 @@ def manifest_sha256(workspace_root: Path) -> str:
     return sha256_file(path)
 
 
-def derived_folder(workspace_root: Path, cameras: list[str], image_size: tuple[int, int] | None) -> Path:
-    size = "full" if image_size is None else f"{image_size[0]}x{image_size[1]}"
-    return Path(workspace_root) / DERIVED_DIR / f"{size}-{'+'.join(cameras)}"
+Sizes = dict[str, "tuple[int, int] | None"]  # camera -> (height, width); None: as delivered
+
+
+def derived_folder(workspace_root: Path, sizes: Sizes) -> Path:
+    """``96x128-head`` when every camera has one size, else ``head-96x128+left_wrist-48x64``."""
+    def label(size):
+        return "full" if size is None else f"{size[0]}x{size[1]}"
+
+    if len({label(size) for size in sizes.values()}) == 1:
+        name = f"{label(next(iter(sizes.values())))}-{'+'.join(sizes)}"
+    else:
+        name = "+".join(f"{camera}-{label(size)}" for camera, size in sizes.items())
+    return Path(workspace_root) / DERIVED_DIR / name
 
 
 def delivered_data(workspace_root: Path) -> TrainingData:
@@ -66,19 +77,24 @@ def delivered_data(workspace_root: Path) -> TrainingData:
     root = Path(workspace_root) / DELIVERY_DATASET
     sha = manifest_sha256(workspace_root)
     info = json.loads((root / "meta" / "info.json").read_text())
-    head = info["features"][CAMERA_KEYS["head"]]["shape"]
-    return TrainingData(root, _repo_id(workspace_root, "dataset"), list(CAMERA_KEYS), (int(head[0]), int(head[1])),
-                        sha, int(info["fps"]), derived=False)
+    sizes = {c: _feature_size(info["features"][key]) for c, key in CAMERA_KEYS.items()}
+    return TrainingData(root, _repo_id(workspace_root, "dataset"), list(CAMERA_KEYS), sizes, sha, int(info["fps"]),
+                        derived=False)
 
 
-def derived_data(workspace_root: Path, cameras: list[str], image_size: tuple[int, int] | None) -> TrainingData:
-    """The derived dataset for these cameras and size: reused when its stamp matches the delivery, else (re)built."""
+def _feature_size(feature: dict) -> tuple[int, int]:
+    return int(feature["shape"][0]), int(feature["shape"][1])
+
+
+def derived_data(workspace_root: Path, sizes: Sizes) -> TrainingData:
+    """The derived dataset of these cameras at these sizes: reused while its stamp matches the delivery."""
     workspace_root = Path(workspace_root)
     sha = manifest_sha256(workspace_root)
-    folder = derived_folder(workspace_root, cameras, image_size)
+    folder = derived_folder(workspace_root, sizes)
+    cameras = list(sizes)
     camera_keys = [CAMERA_KEYS[c] for c in cameras]
-    wanted = {"manifest_sha256": sha, "cameras": list(cameras),
-              "image_size": None if image_size is None else list(image_size)}
+    wanted = {"manifest_sha256": sha, "cameras": cameras,
+              "image_sizes": {c: None if size is None else list(size) for c, size in sizes.items()}}
     stamp = folder / STAMP_FILE
     if stamp.is_file():
         recorded = json.loads(stamp.read_text())
@@ -90,7 +106,7 @@ def derived_data(workspace_root: Path, cameras: list[str], image_size: tuple[int
         log.info("derived dataset %s was made from another delivery (manifest %s, now %s): rebuilding",
                  folder, str(recorded.get("manifest_sha256"))[:12], sha[:12])
     started = time.perf_counter()
-    recorded = _build(workspace_root, folder, cameras, image_size, wanted)
+    recorded = _build(workspace_root, folder, sizes, wanted)
     return _training_data(workspace_root, folder, recorded, built_seconds=time.perf_counter() - started)
 
 
@@ -101,23 +117,23 @@ def _repo_id(workspace_root: Path, name: str) -> str:
 
 def _training_data(workspace_root: Path, folder: Path, recorded: dict, built_seconds: float) -> TrainingData:
     return TrainingData(folder, _repo_id(workspace_root, folder.name), recorded["cameras"],
-                        tuple(recorded["frame_size"]), recorded["manifest_sha256"], recorded["fps"], derived=True,
-                        built_seconds=built_seconds)
+                        {c: tuple(size) for c, size in recorded["frame_sizes"].items()}, recorded["manifest_sha256"],
+                        recorded["fps"], derived=True, built_seconds=built_seconds)
 
 
-def _build(workspace_root: Path, folder: Path, cameras: list[str], image_size: tuple[int, int] | None,
-           wanted: dict) -> dict:
+def _build(workspace_root: Path, folder: Path, sizes: Sizes, wanted: dict) -> dict:
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
     from lerobot.datasets.video_utils import decode_video_frames
 
     source_root = workspace_root / DELIVERY_DATASET
     source = LeRobotDataset(_repo_id(workspace_root, "dataset"), root=source_root)
     meta = source.meta
+    cameras = list(sizes)
     missing = [c for c in cameras if CAMERA_KEYS[c] not in meta.features]
     if missing:
         raise BadInput(f"the delivered dataset {source_root} has no camera {missing}; it has {meta.camera_keys}")
-    full = {c: tuple(meta.features[CAMERA_KEYS[c]]["shape"][:2]) for c in cameras}
-    size = {c: tuple(image_size) if image_size is not None else full[c] for c in cameras}
+    size = {c: tuple(sizes[c]) if sizes[c] is not None else _feature_size(meta.features[CAMERA_KEYS[c]])
+            for c in cameras}
     features = {CAMERA_KEYS[c]: {"dtype": "image", "shape": (*size[c], 3), "names": ["height", "width", "channels"]}
                 for c in cameras}
     for key in (STATE_KEY, ACTION_KEY):
@@ -163,7 +179,7 @@ def _build(workspace_root: Path, folder: Path, cameras: list[str], image_size: t
         raise
     if (source_root / HARVEST_MAP).is_file():
         shutil.copy2(source_root / HARVEST_MAP, staging / HARVEST_MAP)
-    recorded = {**wanted, "frame_size": list(next(iter(size.values()))), "fps": int(meta.fps),
+    recorded = {**wanted, "frame_sizes": {c: list(size[c]) for c in cameras}, "fps": int(meta.fps),
                 "episodes": int(meta.total_episodes), "frames": frames, "source": str(source_root)}
     build_frame_store(staging, [CAMERA_KEYS[c] for c in cameras])
     (staging / STAMP_FILE).write_text(json.dumps(recorded, indent=2))

@@ -57,7 +57,8 @@ class LerobotPolicyRunner:
         state = np.asarray(state, dtype=np.float32).reshape(-1)
         if state.shape != (STATE_DIM,):
             raise BadInput(f"state must be ({STATE_DIM},), got {state.shape}; pass the rig's joint state")
-        pixels = {CAMERA_KEYS[camera].rsplit(".", 1)[1]: np.array(downscale(frames[camera], self.spec.image_size))[None]
+        sizes = self.spec.image_sizes
+        pixels = {CAMERA_KEYS[camera].rsplit(".", 1)[1]: np.array(downscale(frames[camera], sizes[camera]))[None]
                   for camera in self.spec.cameras}
         observation = preprocess_observation({"pixels": pixels, "agent_pos": state[None]})
         observation["task"] = [self.instruction]
@@ -98,8 +99,8 @@ def load_lerobot_policy(folder: Path | str, device: str = "cpu", instruction: st
     overrides = {"device_processor": {"device": device}}
     preprocessor, postprocessor = make_pre_post_processors(config, pretrained_path=str(checkpoint),
                                                            preprocessor_overrides=overrides)
-    log.info("loaded %s policy from %s (%d steps, cameras %s at %s, %s actions per prediction)", spec.policy_type,
-             checkpoint, spec.steps, spec.cameras, spec.image_size, getattr(config, "n_action_steps", 1))
+    log.info("loaded %s policy from %s (%d steps, cameras at %s, %s actions per prediction)", spec.policy_type,
+             checkpoint, spec.steps, spec.image_sizes, getattr(config, "n_action_steps", 1))
     return LerobotPolicyRunner(spec, policy, preprocessor, postprocessor, instruction)
 
 

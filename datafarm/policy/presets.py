@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from datafarm.errors import BadInput, Unavailable
 from datafarm.paths import CONFIG_DIR
@@ -57,7 +57,8 @@ class Preset(BaseModel):
     name: Literal["smoke", "cpu", "gpu"]
     description: str
     cameras: list[str] = Field(min_length=1)  # farm camera names
-    image_size: tuple[int, int] | None = None  # (height, width); None: the delivered resolution
+    image_size: tuple[int, int] | None = None  # (height, width) of every camera; None: the delivered resolution
+    camera_sizes: dict[str, tuple[int, int]] = {}  # (height, width) of some cameras, instead of image_size
     steps: int = Field(gt=0)
     batch_size: int = Field(gt=0)
     num_workers: int = Field(ge=0)
@@ -83,6 +84,18 @@ class Preset(BaseModel):
             raise ValueError(f"unknown cameras {unknown}; the farm's cameras are {list(CAMERA_KEYS)}")
         return cameras
 
+    @model_validator(mode="after")
+    def _sized_cameras_are_used(self) -> Preset:
+        unused = sorted(set(self.camera_sizes) - set(self.cameras))
+        if unused:
+            raise ValueError(f"camera_sizes names {unused}, which the preset's cameras {self.cameras} do not include")
+        return self
+
+    @property
+    def image_sizes(self) -> dict[str, tuple[int, int] | None]:
+        """Each camera's training (height, width); None: the delivered resolution."""
+        return {c: self.camera_sizes.get(c, self.image_size) for c in self.cameras}
+
     @property
     def folder_name(self) -> str:
         return f"{self.policy}-{self.name}"
@@ -90,7 +103,8 @@ class Preset(BaseModel):
     @property
     def needs_derived_dataset(self) -> bool:
         """Resized or fewer cameras: train on a derived image dataset (frames decoded once)."""
-        return self.image_size is not None or set(self.cameras) != set(CAMERA_KEYS)
+        resized = any(size is not None for size in self.image_sizes.values())
+        return resized or set(self.cameras) != set(CAMERA_KEYS)
 
 
 def preset_path(policy: str, name: str) -> Path:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 from PIL import Image
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from datafarm.cameras import CAMERA_KEYS  # noqa: F401  (re-exported by datafarm.policy)
 from datafarm.errors import BadInput
@@ -32,12 +32,29 @@ class PolicySpec(BaseModel):
     preset: str                         # "smoke" | "cpu" | "gpu"
     checkpoint: str                     # lerobot's pretrained_model dir, relative to the policy folder
     cameras: list[str]                  # farm camera names used as inputs, e.g. ["head"]
-    image_size: tuple[int, int]         # (height, width) the images were trained at
+    image_sizes: dict[str, tuple[int, int]]  # each camera's (height, width) as trained
     dataset_manifest_sha256: str        # SHA-256 of WS/manifest.json the policy was trained on
     train_episode_seeds: list[int] = Field(default_factory=list)  # rollout seeds of every training episode
     task: str                           # the workspace's task name
     steps: int                          # optimizer steps done when the checkpoint was written
     fps: int
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_size_for_every_camera(cls, data):
+        # policy.json before per-camera sizes held one image_size for all its cameras
+        if isinstance(data, dict) and "image_size" in data and "image_sizes" not in data:
+            data = dict(data)
+            size = data.pop("image_size")
+            data["image_sizes"] = {camera: size for camera in data.get("cameras", [])}
+        return data
+
+    @model_validator(mode="after")
+    def _every_camera_has_a_size(self) -> PolicySpec:
+        if set(self.image_sizes) != set(self.cameras):
+            raise ValueError(f"image_sizes names {sorted(self.image_sizes)}, cameras are {self.cameras}: "
+                             "give each camera its (height, width)")
+        return self
 
 
 def load_policy_spec(folder: Path | str) -> PolicySpec:

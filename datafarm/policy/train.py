@@ -113,7 +113,7 @@ def prune_checkpoints(folder: Path, keep: int | None) -> list[int]:
 
 def training_data(workspace_root: Path, preset: Preset) -> TrainingData:
     if preset.needs_derived_dataset:
-        return derived_data(workspace_root, preset.cameras, preset.image_size)
+        return derived_data(workspace_root, preset.image_sizes)
     return delivered_data(workspace_root)
 
 
@@ -270,7 +270,7 @@ def _finish(workspace_root: Path, folder: Path, preset: Preset, data: TrainingDa
         raise TrainingFailed(f"{folder} holds no checkpoint after training; see {folder / LOG_FILE}")
     meta = json.loads((workspace_root / "workspace.json").read_text())
     spec = PolicySpec(policy_type=preset.policy, preset=preset.name, checkpoint=f"{LAST_CHECKPOINT}/{PRETRAINED_MODEL}",
-                      cameras=list(preset.cameras), image_size=data.image_size,
+                      cameras=list(preset.cameras), image_sizes={c: data.image_sizes[c] for c in preset.cameras},
                       dataset_manifest_sha256=data.manifest_sha256, train_episode_seeds=seeds,
                       task=str(meta.get("task", "")), steps=steps_done, fps=data.fps)
     write_policy_spec(folder, spec)

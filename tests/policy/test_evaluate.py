@@ -61,8 +61,9 @@ def test_trials_of_an_earlier_checkpoint_are_set_aside_not_resumed(tmp_path):
     workspace = Workspace.initialise(tmp_path / "ws", {"settings": {"target_count": 1}})
     workspace.write_text("scene/task.yaml", "name: apple_on_scale\n")
     policy = tmp_path / "act-cpu"
-    spec = PolicySpec(policy_type="act", preset="cpu", checkpoint="x", cameras=["head"], image_size=(96, 128),
-                      dataset_manifest_sha256="0" * 64, task="apple_on_scale", steps=3000, fps=30)
+    spec = PolicySpec(policy_type="act", preset="cpu", checkpoint="x", cameras=["head"],
+                      image_sizes={"head": (96, 128)}, dataset_manifest_sha256="0" * 64, task="apple_on_scale",
+                      steps=3000, fps=30)
     write_policy_spec(policy, spec)
     run = plan_run(workspace, str(policy), 2, "original")
     run.trial_file(run.seeds[0]).parent.mkdir(parents=True)

@@ -26,6 +26,8 @@ from datafarm.policy.spec import CAMERA_KEYS, downscale, load_policy_spec
 from datafarm.policy.train import checkpoint_step, lerobot_arguments, prune_checkpoints, train_policy
 
 SMOKE_SIZE = (48, 64)
+WRIST_SIZE = (24, 32)
+SMOKE_SIZES = {"head": SMOKE_SIZE, "left_wrist": WRIST_SIZE}  # configs/policy/act-smoke.yaml
 
 
 def test_every_preset_validates_against_lerobot():
@@ -38,7 +40,8 @@ def test_every_preset_validates_against_lerobot():
         assert preset.folder_name == name
         assert lerobot_option_problems(preset) == [], name
     cpu = load_preset("act", "cpu")
-    assert (cpu.cameras, cpu.image_size, cpu.batch_size) == (["head"], (96, 128), 16)
+    assert (cpu.image_sizes, cpu.batch_size) == (
+        {"head": (96, 128), "left_wrist": (48, 64), "right_wrist": (48, 64)}, 16)
     assert (cpu.policy_options["dim_model"], cpu.policy_options["n_encoder_layers"], cpu.policy_options["chunk_size"]) \
         == (256, 2, 50)
     gpu = load_preset("act", "gpu")
@@ -59,6 +62,17 @@ def test_a_wrong_preset_is_refused(tmp_path):
     assert lerobot_option_problems(typo) == ["act-smoke: lerobot's ACTConfig has no option 'dim_modle'"]
     with pytest.raises(BadInput, match="known presets"):
         load_preset("act", "huge")
+    unused_size = tmp_path / "act-smoke.yaml"
+    unused_size.write_text(yaml.safe_dump({**good, "camera_sizes": {"right_wrist": [24, 32]}}))
+    with pytest.raises(BadInput, match=r"camera_sizes names \['right_wrist'\]"):
+        load_preset_file(unused_size)
+
+
+def test_a_policy_folder_from_before_per_camera_sizes_still_loads(tmp_path):
+    legacy = {"policy_type": "act", "preset": "cpu", "checkpoint": "x", "cameras": ["head", "left_wrist"],
+              "image_size": [96, 128], "dataset_manifest_sha256": "0" * 64, "task": "t", "steps": 1, "fps": 30}
+    (tmp_path / "policy.json").write_text(json.dumps(legacy))
+    assert load_policy_spec(tmp_path).image_sizes == {"head": (96, 128), "left_wrist": (96, 128)}
 
 
 def test_only_the_newest_checkpoints_stay(tmp_path):
@@ -101,33 +115,36 @@ def test_derived_dataset_is_cached_and_rebuilt_for_a_new_delivery(farmed_workspa
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
     workspace = _copy(farmed_workspace, tmp_path)
-    first = derived_data(workspace, ["head"], SMOKE_SIZE)
-    assert first.built_seconds > 0 and first.image_size == SMOKE_SIZE and first.derived
+    first = derived_data(workspace, SMOKE_SIZES)
+    assert first.built_seconds > 0 and first.image_sizes == SMOKE_SIZES and first.derived
+    assert first.root.name == "head-48x64+left_wrist-24x32"
     derived = LeRobotDataset(first.repo_id, root=first.root)
     delivered = LeRobotDataset("datafarm/delivered", root=workspace / "dataset")
     assert derived.meta.total_frames == delivered.meta.total_frames
-    assert derived.meta.video_keys == [] and derived.meta.camera_keys == [CAMERA_KEYS["head"]]
+    assert derived.meta.video_keys == [] and derived.meta.camera_keys == [CAMERA_KEYS[c] for c in SMOKE_SIZES]
     for index in (0, delivered.meta.total_frames - 1):
-        full = (delivered[index][CAMERA_KEYS["head"]].numpy().transpose(1, 2, 0) * 255).round().astype(np.uint8)
-        small = (derived[index][CAMERA_KEYS["head"]].numpy().transpose(1, 2, 0) * 255).round().astype(np.uint8)
-        assert small.shape == (*SMOKE_SIZE, 3)
-        assert np.abs(small.astype(int) - downscale(full, SMOKE_SIZE).astype(int)).max() <= 1
+        for camera, size in SMOKE_SIZES.items():
+            key = CAMERA_KEYS[camera]
+            full = (delivered[index][key].numpy().transpose(1, 2, 0) * 255).round().astype(np.uint8)
+            small = (derived[index][key].numpy().transpose(1, 2, 0) * 255).round().astype(np.uint8)
+            assert small.shape == (*size, 3)
+            assert np.abs(small.astype(int) - downscale(full, size).astype(int)).max() <= 1
         assert np.allclose(derived[index]["action"], delivered[index]["action"])
 
-    _assert_frame_store_serves_what_lerobot_reads(first.repo_id, first.root, CAMERA_KEYS["head"])
+    _assert_frame_store_serves_what_lerobot_reads(first.repo_id, first.root, [CAMERA_KEYS[c] for c in SMOKE_SIZES])
 
-    again = derived_data(workspace, ["head"], SMOKE_SIZE)
+    again = derived_data(workspace, SMOKE_SIZES)
     assert again.built_seconds == 0 and again.root == first.root
 
     manifest = workspace / "manifest.json"
     changed = json.loads(manifest.read_text())
     changed["redelivered"] = True
     manifest.write_text(json.dumps(changed))
-    rebuilt = derived_data(workspace, ["head"], SMOKE_SIZE)
+    rebuilt = derived_data(workspace, SMOKE_SIZES)
     assert rebuilt.built_seconds > 0 and rebuilt.manifest_sha256 == manifest_sha256(workspace) != first.manifest_sha256
 
 
-def _assert_frame_store_serves_what_lerobot_reads(repo_id: str, root: Path, camera_key: str) -> None:
+def _assert_frame_store_serves_what_lerobot_reads(repo_id: str, root: Path, camera_keys: list[str]) -> None:
     """Samples with an action chunk, through the store and pickled (as a loader worker gets them), match lerobot's."""
     import pickle
 
@@ -137,7 +154,7 @@ def _assert_frame_store_serves_what_lerobot_reads(repo_id: str, root: Path, came
     chunk = {"action": [step / 30 for step in range(50)]}
     parquet = LeRobotDataset(repo_id, root=root, delta_timestamps=chunk)
     stored = LeRobotDataset(repo_id, root=root, delta_timestamps=chunk)
-    use_frame_store(stored, [camera_key])
+    use_frame_store(stored, camera_keys)
     stored = pickle.loads(pickle.dumps(stored))
     for index in (0, parquet.meta.total_frames // 2, parquet.meta.total_frames - 1):
         expected, got = parquet[index], stored[index]
@@ -162,7 +179,7 @@ def test_smoke_training_makes_a_policy_that_acts(farmed_workspace, tmp_path):
         json.loads((workspace / "episodes" / f"{i:06d}" / "result.json").read_text())["seed"] for i in admitted)
     assert set(spec.train_episode_seeds) <= set(seeds) and len(spec.train_episode_seeds) == 2
     assert spec.dataset_manifest_sha256 == manifest_sha256(workspace)
-    assert (spec.cameras, spec.image_size, spec.steps, spec.task) == (["head"], SMOKE_SIZE, 4, "apple_on_scale")
+    assert (spec.image_sizes, spec.steps, spec.task) == (SMOKE_SIZES, 4, "apple_on_scale")
     assert (folder / "loss_curve.png").stat().st_size > 0 and (folder / "preset.yaml").is_file()
     assert result.timing is not None and 0 < result.timing.loading_share < 1
     assert "frames from its frame store" in (folder / "train.log").read_text()
