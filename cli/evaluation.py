@@ -27,6 +27,9 @@ def eval_policy(
     n_action_steps: int = typer.Option(None, "--n-action-steps", help="Actions of each predicted chunk run before "
                                        "the policy looks again (default: the checkpoint's); the evaluation is "
                                        "named <policy>-replan<K>."),
+    temporal_ensemble: float = typer.Option(None, "--temporal-ensemble", help="ACT: predict a chunk every step "
+                                            "and act on the chunks' weighted mean for it, weights exp(-C * i), "
+                                            "oldest first (ACT's paper: 0.01); named <policy>-ensemble<C>."),
 ) -> None:
     """Run the policy closed-loop on unseen seeds of WS's task; reruns skip finished trials."""
     from datafarm.policy.evaluate import EVAL_SEED_START
@@ -36,7 +39,7 @@ def eval_policy(
     Workspace.open(workspace)
     report = eval_sim_flow(str(workspace), policy, episodes, appearance, workers,
                            EVAL_SEED_START if seed_start is None else seed_start, controls, time_limit,
-                           n_action_steps=n_action_steps)
+                           n_action_steps=n_action_steps, temporal_ensemble=temporal_ensemble)
     _print_table(workspace)
     console.print(f"report: [bold]{report}[/bold]")
 

@@ -19,14 +19,17 @@ BATCH_TRIALS = 5  # trials per task run: a task state per batch, not per trial
 @flow(name="eval_sim")
 def eval_sim_flow(workspace_path: str, policy: str, episodes: int = 50, appearance: str = "original",
                   workers: int = 1, seed_start: int = EVAL_SEED_START, controls: bool = False,
-                  time_limit_s: float | None = None, videos: int = 2, n_action_steps: int | None = None) -> str:
+                  time_limit_s: float | None = None, videos: int = 2, n_action_steps: int | None = None,
+                  temporal_ensemble: float | None = None) -> str:
     """Evaluate `policy` (a policy folder or a control) and, with `controls`, every control on the same seeds;
-    returns the report's path. `n_action_steps` (the policy only): actions run per prediction."""
+    returns the report's path. The policy only: `n_action_steps` actions run per prediction, or
+    `temporal_ensemble` (ACT) a chunk predicted every step and the chunks averaged."""
     workspace = Workspace.open(workspace_path)
     policies = [policy] + ([c for c in CONTROLS if c != policy] if controls else [])
     for name in policies:
         run = plan_run(workspace, name, episodes, appearance, seed_start, videos, time_limit_s=time_limit_s,
-                       n_action_steps=n_action_steps if name == policy else None)
+                       n_action_steps=n_action_steps if name == policy else None,
+                       temporal_ensemble=temporal_ensemble if name == policy else None)
         batches = [seeds[i:i + BATCH_TRIALS] for seeds in split(run.pending(), workers)
                    for i in range(0, len(seeds), BATCH_TRIALS)]
         threads = max(1, (os.cpu_count() or 1) // workers)

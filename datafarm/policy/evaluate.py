@@ -68,6 +68,7 @@ class EvalRun:
     check_every_s: float = 1.0
     time_limit_s: float | None = None  # caps the task's limit (smoke runs)
     n_action_steps: int | None = None  # actions run per prediction; None: the checkpoint's
+    temporal_ensemble: float | None = None  # ACT: ensemble the chunks with this coefficient
 
     @property
     def folder(self) -> Path:
@@ -93,12 +94,14 @@ def run_batch_in_process(run: EvalRun, seeds: list[int], torch_threads: int | No
         return pool.submit(run_batch, run, seeds, torch_threads).result()
 
 
-def policy_name(policy: str, n_action_steps: int | None = None) -> str:
+def policy_name(policy: str, n_action_steps: int | None = None, temporal_ensemble: float | None = None) -> str:
     """The evaluation's folder name: the control, or the policy folder's name (+ `-replan<K>` when it acts
-    K steps per prediction instead of its checkpoint's default)."""
+    K steps per prediction instead of its checkpoint's default, `-ensemble<C>` when it ensembles its chunks)."""
     if policy in CONTROLS:
         return policy
-    return Path(policy).resolve().name + (f"-replan{n_action_steps}" if n_action_steps else "")
+    suffix = f"-replan{n_action_steps}" if n_action_steps else ""
+    suffix += f"-ensemble{temporal_ensemble:g}" if temporal_ensemble is not None else ""
+    return Path(policy).resolve().name + suffix
 
 
 def training_seeds(workspace: Workspace, policy: str) -> set[int]:
@@ -129,7 +132,7 @@ def evaluation_seeds(workspace: Workspace, policy: str, count: int, seed_start: 
 def evaluate(workspace: Workspace, policy: str, episodes_count: int = 50, appearance: str = "original",
              workers: int = 1, seed_start: int = EVAL_SEED_START, videos: int = 2,
              check_every_s: float = 1.0, time_limit_s: float | None = None,
-             n_action_steps: int | None = None) -> list[dict]:
+             n_action_steps: int | None = None, temporal_ensemble: float | None = None) -> list[dict]:
     """Run (or resume) the evaluation; returns every trial's result (dicts of TrialResult)."""
     if appearance not in APPEARANCES:
         raise BadInput(f"unknown appearance {appearance!r}; choose one of {', '.join(APPEARANCES)}")
@@ -137,7 +140,7 @@ def evaluate(workspace: Workspace, policy: str, episodes_count: int = 50, appear
         raise BadInput(f"{policy} is neither a trained policy folder (no policy.json) nor a control "
                        f"({', '.join(CONTROLS)}); train one with `datafarm train WS --policy act --preset cpu`")
     run = plan_run(workspace, policy, episodes_count, appearance, seed_start, videos, check_every_s, time_limit_s,
-                   n_action_steps)
+                   n_action_steps, temporal_ensemble)
     pending = run.pending()
     log.info("eval %s (%s): %d of %d trials to run on %d worker(s)", run.name, appearance, len(pending),
              len(run.seeds), workers)
@@ -155,17 +158,19 @@ def evaluate(workspace: Workspace, policy: str, episodes_count: int = 50, appear
 
 def plan_run(workspace: Workspace, policy: str, episodes_count: int, appearance: str,
              seed_start: int = EVAL_SEED_START, videos: int = 2, check_every_s: float = 1.0,
-             time_limit_s: float | None = None, n_action_steps: int | None = None) -> EvalRun:
+             time_limit_s: float | None = None, n_action_steps: int | None = None,
+             temporal_ensemble: float | None = None) -> EvalRun:
     """Check the seeds and write eval.json (what this evaluation is); nothing is simulated."""
     seeds = evaluation_seeds(workspace, policy, episodes_count, seed_start)
-    if n_action_steps is not None and policy in CONTROLS:
-        raise BadInput(f"--n-action-steps applies to a trained policy, not to the control {policy!r}")
-    run = EvalRun(workspace.root, policy, policy_name(policy, n_action_steps), appearance, tuple(seeds), videos,
-                  check_every_s, time_limit_s, n_action_steps)
+    if (n_action_steps is not None or temporal_ensemble is not None) and policy in CONTROLS:
+        raise BadInput(f"--n-action-steps and --temporal-ensemble apply to a trained policy, not to the control "
+                       f"{policy!r}")
+    run = EvalRun(workspace.root, policy, policy_name(policy, n_action_steps, temporal_ensemble), appearance,
+                  tuple(seeds), videos, check_every_s, time_limit_s, n_action_steps, temporal_ensemble)
     record = {"policy": str(policy), "name": run.name, "appearance": appearance, "seed_start": seed_start,
               "seeds": seeds, "task": task_name(workspace),
               "training_seed_count": len(training_seeds(workspace, policy)), "time_limit_s": time_limit_s,
-              "n_action_steps": n_action_steps}
+              "n_action_steps": n_action_steps, "temporal_ensemble": temporal_ensemble}
     if policy not in CONTROLS:
         from datafarm.policy.spec import load_policy_spec
 
@@ -233,7 +238,7 @@ def run_batch(run: EvalRun, seeds: list[int], torch_threads: int | None = None) 
                 _write(run, expert_trial(workspace, setup, seed, run.appearance))
                 done += 1
             return done
-        policy = load_policy(workspace, setup, run.policy, run.n_action_steps)
+        policy = load_policy(workspace, setup, run)
         hidden = [workspace.path("expert")] + ([Path(run.policy).resolve()] if run.policy not in CONTROLS else [])
         with TrialJudge(setup.package, run.folder / ".judge" / str(min(seeds, default=0)), hidden) as judge:
             for seed in seeds:
@@ -244,16 +249,17 @@ def run_batch(run: EvalRun, seeds: list[int], torch_threads: int | None = None) 
     return done
 
 
-def load_policy(workspace: Workspace, setup: TrialSetup, policy: str, n_action_steps: int | None = None):
+def load_policy(workspace: Workspace, setup: TrialSetup, run: EvalRun):
     from datafarm.policy.controls import ActionReplay, DoNothing, recorded_actions
 
-    if policy == "do-nothing":
+    if run.policy == "do-nothing":
         return DoNothing()
-    if policy == "blind-replay":
+    if run.policy == "blind-replay":
         return ActionReplay(recorded_actions(workspace.path(blind_replay_source(workspace))))
     from datafarm.policy.inference import load_lerobot_policy
 
-    return load_lerobot_policy(policy, instruction=setup.package.info.instruction, n_action_steps=n_action_steps)
+    return load_lerobot_policy(run.policy, instruction=setup.package.info.instruction,
+                               n_action_steps=run.n_action_steps, temporal_ensemble=run.temporal_ensemble)
 
 
 def expert_trial(workspace: Workspace, setup: TrialSetup, seed: int, appearance: str) -> TrialResult:

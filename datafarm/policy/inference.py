@@ -70,12 +70,15 @@ class LerobotPolicyRunner:
 
 
 def load_lerobot_policy(folder: Path | str, device: str = "cpu", instruction: str = "",
-                        n_action_steps: int | None = None) -> LerobotPolicyRunner:
+                        n_action_steps: int | None = None,
+                        temporal_ensemble: float | None = None) -> LerobotPolicyRunner:
     """Load ``folder`` (a trained policy folder with policy.json) for inference on ``device``.
 
     ``n_action_steps``: how many actions of each predicted chunk run before the policy looks again
     (default: the checkpoint's). Training never reads it, so a policy trained with chunk 50 can replan
     every 10 steps: closed loop where the task needs it (a grasp), at 5x the inference cost.
+    ``temporal_ensemble`` (ACT only): predict a chunk every step and act on the weighted mean of every
+    chunk's action for this step, weights exp(-coeff * age index) with the oldest first (ACT's paper: 0.01).
     """
     from lerobot.configs.policies import PreTrainedConfig
     from lerobot.policies.factory import get_policy_class, make_pre_post_processors
@@ -90,7 +93,10 @@ def load_lerobot_policy(folder: Path | str, device: str = "cpu", instruction: st
     config.device = device
     if hasattr(config, "pretrained_backbone_weights"):
         config.pretrained_backbone_weights = None  # the checkpoint holds the trained backbone: load nothing else
-    if n_action_steps is not None:
+    if temporal_ensemble is not None:
+        config.temporal_ensemble_coeff = checked_ensemble(config, temporal_ensemble, n_action_steps)
+        config.n_action_steps = 1
+    elif n_action_steps is not None:
         config.n_action_steps = checked_action_steps(config, n_action_steps)
     with contextlib.redirect_stdout(io.StringIO()) as printed:  # lerobot prints "Loading weights ..." per load
         policy = get_policy_class(config.type).from_pretrained(checkpoint, config=config)
@@ -102,6 +108,17 @@ def load_lerobot_policy(folder: Path | str, device: str = "cpu", instruction: st
     log.info("loaded %s policy from %s (%d steps, cameras at %s, %s actions per prediction)", spec.policy_type,
              checkpoint, spec.steps, spec.image_sizes, getattr(config, "n_action_steps", 1))
     return LerobotPolicyRunner(spec, policy, preprocessor, postprocessor, instruction)
+
+
+def checked_ensemble(config, coefficient: float, n_action_steps: int | None) -> float:
+    """``coefficient`` if this checkpoint can ensemble its chunks, else a BadInput."""
+    if not hasattr(config, "temporal_ensemble_coeff"):
+        raise BadInput(f"temporal ensembling is ACT's; a {config.type} policy has none: drop --temporal-ensemble")
+    if n_action_steps is not None:
+        raise BadInput("--temporal-ensemble acts on every step: drop --n-action-steps")
+    if not 0 <= coefficient < 1:
+        raise BadInput(f"--temporal-ensemble {coefficient} is outside [0, 1): ACT's paper uses 0.01")
+    return float(coefficient)
 
 
 def checked_action_steps(config, n_action_steps: int) -> int:

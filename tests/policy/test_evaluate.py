@@ -53,6 +53,8 @@ def test_evaluation_seeds_never_overlap_training_seeds(tmp_path):
     assert evaluation_seeds(workspace, str(policy), 3) == [EVAL_SEED_START + i for i in range(3)]
     with pytest.raises(BadInput, match="not to the control"):  # a control has no action chunks to shorten
         plan_run(workspace, "blind-replay", 3, "original", n_action_steps=10)
+    with pytest.raises(BadInput, match="not to the control"):
+        plan_run(workspace, "do-nothing", 3, "original", temporal_ensemble=0.01)
 
 
 def test_trials_of_an_earlier_checkpoint_are_set_aside_not_resumed(tmp_path):
@@ -214,3 +216,22 @@ def test_the_eval_sim_flow_runs_a_policy_and_a_control_under_prefect(prefect_har
     assert json.loads((folder / "eval.json").read_text())["n_action_steps"] == 3
     trials = list((folder / "trials").glob("*.json"))
     assert len(trials) == 1 and json.loads(trials[0].read_text())["seed"] >= EVAL_SEED_START + 500
+
+
+@pytest.mark.slow
+def test_temporal_ensembling_is_an_evaluation_of_its_own(workspace, smoke_policy):
+    """ACT's temporal ensembling: a chunk predicted every step, the chunks averaged; refused where it cannot apply."""
+    from datafarm.policy.inference import load_lerobot_policy
+
+    with pytest.raises(BadInput, match="drop --n-action-steps"):
+        load_lerobot_policy(smoke_policy, n_action_steps=3, temporal_ensemble=0.01)
+    with pytest.raises(BadInput, match=r"outside \[0, 1\)"):
+        load_lerobot_policy(smoke_policy, temporal_ensemble=2.0)
+    runner = load_lerobot_policy(smoke_policy, temporal_ensemble=0.01)
+    assert (runner.policy.config.n_action_steps, runner.policy.config.temporal_ensemble_coeff) == (1, 0.01)
+
+    results = evaluate(Workspace.open(workspace), str(smoke_policy), 1, "original", time_limit_s=0.5,
+                       temporal_ensemble=0.01, seed_start=EVAL_SEED_START + 700, videos=0)
+    folder = workspace / "evals" / "act-smoke-ensemble0.01" / "original"
+    assert json.loads((folder / "eval.json").read_text())["temporal_ensemble"] == 0.01
+    assert len(results) == 1 and results[0]["steps"] == 15
