@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from datafarm.agent.bindings import Bindings
-from datafarm.agent.runtime import AgentError, open_session
+from datafarm.agent.runtime import open_session, require_submitted
 from datafarm.costs import CostLedger
 
 VERDICTS = ("accept", "revise")
@@ -37,10 +37,7 @@ def review_contract_with_llm(bindings: Bindings, workdir: Path, request: str, co
             "scene.yaml. Answer with submit(summary): first line `accept` or `revise`, then one line per problem.")
     session = open_session("contract_reviewer", bindings, Path(workdir), request, None, docs, ledger,
                            submit_check=_verdict_problem)
-    result = session.run()
-    if result.status != "submitted":
-        raise AgentError(f"contract_reviewer did not submit ({result.status} after {result.turns} turns); "
-                         f"transcript: {result.transcript}")
+    result = require_submitted("contract_reviewer", session.run())
     verdict, _, reasons = result.summary.strip().partition("\n")
     return {"verdict": verdict.strip().lower(), "reasons": reasons.strip(), "model": result.model,
             "usd": round(result.usd, 6), "transcript": result.transcript, "context_sha256": result.context_sha256}

@@ -16,7 +16,7 @@ import shutil
 from pathlib import Path
 
 from datafarm.agent.bindings import Bindings
-from datafarm.agent.runtime import AgentError, open_session
+from datafarm.agent.runtime import open_session, require_submitted
 from datafarm.costs import CostLedger
 
 DECISIONS = ("keep", "reject")
@@ -54,10 +54,7 @@ def review_episode_with_llm(bindings: Bindings, workdir: Path, request: str, she
     target = workdir / DECISION_FILE
     session = open_session("episode_reviewer", bindings, workdir, request, None, DOCS, ledger,
                            submit_check=lambda _: decision_problem(target))
-    result = session.run()
-    if result.status != "submitted":
-        raise AgentError(f"episode_reviewer did not submit ({result.status} after {result.turns} turns); "
-                         f"transcript: {result.transcript}")
+    result = require_submitted("episode_reviewer", session.run())
     decision = json.loads(target.read_text())
     return {"decision": decision["decision"], "reason": str(decision["reason"]).strip(), "model": result.model,
             "usd": round(result.usd, 6), "transcript": str(result.transcript)}

@@ -341,6 +341,14 @@ def open_session(role: Role | str, bindings: Bindings, root: Path, request: str,
     return Session(role, bindings, root, text, digest, transcript, ledger, **options)
 
 
+def require_submitted(role: str, result: SessionResult) -> SessionResult:
+    """`result` if the session submitted, else an AgentError naming how it ended and its transcript."""
+    if result.status != "submitted":
+        raise AgentError(f"{role} did not submit ({result.status} after {result.turns} turns); "
+                         f"transcript: {result.transcript}")
+    return result
+
+
 class LLMAuthor(Author):
     """The Author made of LLM role sessions (bindings choose the models; see datafarm.author.base).
 
@@ -367,10 +375,7 @@ class LLMAuthor(Author):
                                **self.session_options, **options)
         result = session.run()
         self.results[role] = result
-        if result.status != "submitted":
-            raise AgentError(f"{role} did not submit ({result.status} after {result.turns} turns); "
-                             f"transcript: {result.transcript}")
-        return result
+        return require_submitted(role, result)
 
     def match(self, request: str) -> TaskMatch:
         from datafarm.library import BUILTIN_TASKS

@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 
 from datafarm.agent.bindings import Bindings
-from datafarm.agent.runtime import AgentError, open_session
+from datafarm.agent.runtime import open_session, require_submitted
 from datafarm.costs import CostLedger
 
 DOCS = ("keyframes/ holds the head camera's keyframes (head_0.png ...) and background plate (head_plate.png); "
@@ -54,10 +54,7 @@ def survey_with_llm(bindings: Bindings, workdir: Path, keyframes: Path, request:
     target = workdir / "survey" / "inventory.json"
     session = open_session("surveyor", bindings, workdir, request, survey, DOCS, ledger,
                            submit_check=lambda _: inventory_problem(target))
-    result = session.run()
-    if result.status != "submitted":
-        raise AgentError(f"surveyor did not submit ({result.status} after {result.turns} turns); "
-                         f"transcript: {result.transcript}")
+    result = require_submitted("surveyor", session.run())
     objects = [{**item, "source": f"surveyor ({result.model})"} for item in json.loads(target.read_text())]
     return {"objects": objects, "summary": result.summary, "model": result.model, "usd": round(result.usd, 6),
             "transcript": result.transcript}

@@ -172,24 +172,22 @@ def seed_search(workspace: Workspace, rollout: Callable[[int, int], episodes.Att
     return _attempt_counts(workspace)
 
 
-def _render_waiting(workspace: Workspace, steps: EpisodeSteps, report: dict) -> bool:
-    """Render every kept episode not rendered yet; whether there was any."""
-    waiting = to_render(workspace)
+def _run_waiting(workspace: Workspace, waiting: list[int], step: Callable[[int], object], report: dict,
+                 counter: str) -> bool:
+    """Run `step` on each waiting episode, the budget checked before each; whether there was any."""
     for index in waiting:
         check_budget(workspace)
-        steps.render(index)
-        report["rendered"] += 1
+        step(index)
+        report[counter] += 1
     return bool(waiting)
+
+
+def _render_waiting(workspace: Workspace, steps: EpisodeSteps, report: dict) -> bool:
+    return _run_waiting(workspace, to_render(workspace), steps.render, report, "rendered")
 
 
 def _review_waiting(workspace: Workspace, steps: EpisodeSteps, report: dict) -> bool:
-    """Review every rendered episode not reviewed yet; whether there was any."""
-    waiting = to_review(workspace)
-    for index in waiting:
-        check_budget(workspace)
-        steps.review(index)
-        report["reviewed"] += 1
-    return bool(waiting)
+    return _run_waiting(workspace, to_review(workspace), steps.review, report, "reviewed")
 
 
 def _render_and_review_ready(workspace: Workspace, steps: EpisodeSteps, report: dict) -> bool:
