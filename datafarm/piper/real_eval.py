@@ -223,6 +223,10 @@ def run_real_trial(run: RealEvalRun, workspace: Workspace, station: Station, pol
     relative = Path(card).relative_to(run.workspace_root)
     cameras = tuple(getattr(policy, "cameras", CAMERAS))
     station.start_trial(seed, cameras)
+    # a first inference before the clock starts (model on its device, the first chunk: seconds on a CPU),
+    # so the first control tick is on time; what it answers is not sent
+    frames = station.frames()
+    policy.act({c: frames[c] for c in cameras if c in frames}, station.pair.observe().position)
     info = TrialInfo(index, seed, run.name, run.time_limit_s, str(card))
     operator.go(card, info)
     policy.reset()

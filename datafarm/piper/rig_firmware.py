@@ -213,6 +213,9 @@ class HilStation(Station):
 
         self._tear_down()
         trial = Trial(self.setup, seed, "original", self.judge, cameras=cameras)
+        # the renderer's first frame (pipelines, textures: seconds, holding the GIL) before the CAN stack runs,
+        # or its feedback threads starve and the watchdog stops the arms; real cameras have no such cost
+        trial.observe()
         self._bring_up(trial.rig, trial.env.step, str(seed))
         self.trial = LockedTrial(trial, self.loop)
 

@@ -177,3 +177,26 @@ def test_real_eval_flow_runs_trials_and_a_rerun_skips_them(workspace, prefect_ha
                           .read_text())["simulated"]  # the real driver's clock and checks, not the sim pair's
     with pytest.raises(BadInput, match="unknown station 'arms'; choose one of real, simulated, hil"):
         real_eval_flow(str(workspace), "do-nothing", episodes=1, station="arms")
+
+
+@pytest.mark.slow
+def test_a_policy_trained_on_farm_data_drives_the_real_driver_path(workspace, prefect_harness):
+    """Hardware in the loop with a trained policy: lerobot's ACT, trained (smoke preset) on this farm's delivery,
+    drives piper_sdk over virtual CAN through the safety layer into fake firmwares stepping the seed's scene."""
+    import pandas as pd
+
+    from datafarm.policy.train import train_policy
+    from flows.real_eval import real_eval_flow
+
+    policy = train_policy(workspace, "act", "smoke").folder
+    summary = real_eval_flow(str(workspace), str(policy), episodes=1, station="hil", time_limit_s=1.0)
+    [trial] = summary["results"]
+    assert summary["policy"] == "act-smoke-hil" and trial["end"] == "time_limit" and trial["steps"] == 30, summary
+    record = workspace / "evals-real" / "act-smoke-hil" / "trials" / f"{trial['seed']}.json"
+    assert not json.loads(record.read_text())["simulated"]  # the real driver's clock and checks
+    assert set(trial["videos"]) == set(json.loads((policy / "policy.json").read_text())["cameras"])
+    frames = pd.read_parquet(next((workspace / trial["episode"] / "data").rglob("*.parquet")))
+    commands = np.stack(frames["action"].to_numpy())
+    states = np.stack(frames["observation.state"].to_numpy())
+    # the policy's targets were sent, ramped by the change cap: the commands leave the start pose
+    assert np.abs(commands - states[0]).max() > 1e-3
