@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+HIL_SCENE_STEP_HEADROOM = 4  # the scene's step budget in hardware in the loop, as a multiple of the task's
 RIG_FAILURE_ERR_CODE = 0x0001  # reported by both firmwares when the rig loop dies (the joint-communication bit)
 
 
@@ -213,6 +214,10 @@ class HilStation(Station):
 
         self._tear_down()
         trial = Trial(self.setup, seed, "original", self.judge, cameras=cameras)
+        # the rig steps on the wall clock from here on: through the policy's warm-up, the operator's go and
+        # every late control tick. The trial ends on the control loop's ticks, so the scene's own step budget
+        # gets headroom instead of stopping a slow loop's trial midway (EpisodeTimeout: an emergency stop)
+        trial.env.max_steps *= HIL_SCENE_STEP_HEADROOM
         # the renderer's first frame (pipelines, textures: seconds, holding the GIL) before the CAN stack runs,
         # or its feedback threads starve and the watchdog stops the arms; real cameras have no such cost
         trial.observe()

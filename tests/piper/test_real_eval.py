@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
 import numpy as np
@@ -133,6 +134,48 @@ def test_expert_replay_is_judged_success_and_doing_nothing_failure(workspace, st
     assert _episode_frames(dataset) == 30 and _episode_frames(workspace / result["episode"]) == result["steps"]
     assert set(control["videos"]) == {"head"} and (workspace / control["videos"]["head"]).stat().st_size > 0
     assert (workspace / control["card"]).is_file()
+
+
+class _SlowHold:
+    """Holds the first tick's joints, taking 60 ms a tick: a control loop slower than the wall clock."""
+
+    cameras: tuple[str, ...] = ()
+
+    def __init__(self) -> None:
+        self._hold: np.ndarray | None = None
+
+    def reset(self) -> None:
+        self._hold = None
+
+    def act(self, frames, state):
+        time.sleep(0.06)
+        if self._hold is None:
+            self._hold = np.asarray(state, dtype=np.float64).copy()
+        return self._hold
+
+
+@pytest.mark.slow
+def test_a_control_loop_slower_than_the_wall_clock_ends_its_trial_on_its_ticks_in_the_loop(workspace, monkeypatch):
+    """In the loop the rig steps on the wall clock; a trial whose ticks come late must still end on its own
+    ticks, not on the scene's step budget (cut here to the trial's 30 ticks) running out beneath it."""
+    import dataclasses
+
+    import datafarm.policy.trials as trials
+    from datafarm.piper.driver import PiperPairConfig
+    from datafarm.piper.real_eval import HIL_WATCHDOG, JudgeOperator, RealEvalRun, run_real_trials
+    from datafarm.piper.rig_firmware import HilStation
+
+    world = trials.episode_world
+    monkeypatch.setattr(trials, "episode_world", lambda *a, **k: dataclasses.replace(world(*a, **k), max_steps=30))
+    setup = trials.trial_setup(Workspace.open(workspace))
+    judge = trials.TrialJudge(setup.package, workspace / ".judge-slow", [workspace / "expert"])
+    station = HilStation(setup, judge, PiperPairConfig(watchdog=HIL_WATCHDOG), owns_judge=True)
+    try:
+        run = RealEvalRun(workspace, "slow", "slow-hil", (1_000_200,), time_limit_s=1.0, station="hil")
+        [result] = run_real_trials(run, station, _SlowHold(), JudgeOperator(station))
+    finally:
+        station.close()
+    assert result["end"] == "time_limit" and result["steps"] == 30 and result["late_ticks"] > 0, result
 
 
 @pytest.mark.slow
