@@ -57,15 +57,19 @@ def eval_real(
     cameras: Path = typer.Option(None, "--cameras", help="cameras.yaml (configs/cameras.example.yaml); real arms."),
     time_limit: float = typer.Option(60.0, "--time-limit", help="Longest trial (s)."),
     seed_start: int = typer.Option(None, "--seed-start", help="First evaluation seed (default 1,000,000)."),
+    operator: str = typer.Option(None, "--operator", help="Who places, starts and judges: person (you, at this "
+                                 "terminal; the default on the arms) or judge (the task's hidden judge; the default "
+                                 "in rehearsals). `--station simulated --operator person` rehearses your part."),
 ) -> None:
     """Evaluate POLICY on the arms: a placement card per trial, your go, the policy, your verdict; reruns resume."""
     from datafarm.workspace import Workspace
-    from flows.real_eval import real_eval_flow
+    from flows.real_eval import operator_kind, real_eval_flow
 
     Workspace.open(workspace)
+    person = operator_kind(operator, station) == "person"
     summary = real_eval_flow(str(workspace), policy, episodes, station, left_can, right_can,
                              str(cameras) if cameras else None, time_limit, seed_start,
-                             TerminalOperator() if station == "real" else None)
+                             TerminalOperator() if person else operator)
     console.print(f"success {summary['successes']}/{summary['trials']} ({summary['rate']:.0%}), Wilson 95% "
                   f"[{summary['wilson_low']:.0%}, {summary['wilson_high']:.0%}]; trials in "
                   f"[bold]{workspace / 'evals-real' / summary['policy']}[/bold]")

@@ -93,6 +93,11 @@ class ArmPair(ABC):
     def estopped(self) -> str | None:
         """The latched stop's reason, or None when the pair may move."""
 
+    @property
+    @abstractmethod
+    def deadline_s(self) -> float:
+        """The longest gap between two commands once a control loop runs (a longer one is a safety stop)."""
+
     # -- for implementations: the stop latch (they keep `_connected`) -------------------------------------
     _connected: bool = False
 

@@ -313,6 +313,10 @@ class PiperPair(ArmPair):
     def estopped(self) -> str | None:
         return self._estop_reason
 
+    @property
+    def deadline_s(self) -> float:
+        return self.config.watchdog.deadline_s
+
     def plot_commands(self, path: Path | str) -> Path:
         """The dry run's plot: each axis's policy target vs the safety layer's command over time, as a PNG."""
         from datafarm.piper.command_plot import plot_commands

@@ -38,7 +38,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from datafarm.cameras import CAMERA_KEYS, CAMERAS
-from datafarm.errors import SafetyStop
+from datafarm.errors import SafetyStop, Unavailable
 from datafarm.piper.eval_station import SimStation, Station
 from datafarm.piper.driver import WatchdogConfig
 from datafarm.piper.placement_card import draw_placement_card
@@ -117,6 +117,7 @@ STATIONS = {
 }
 # Under HIL the scene, the policy and the sandboxed judge share the CPU with the control loop: feedback and
 # command gaps far beyond the real arms' limits are normal there (measured on 2 loaded cores, see tests/piper).
+TICK_SHARE_OF_DEADLINE = 0.8  # the most of the deadline a measured tick may take (ticks vary)
 HIL_WATCHDOG = WatchdogConfig(max_feedback_age_s=0.25, min_feedback_hz=40.0, deadline_s=3.0)
 
 
@@ -215,6 +216,28 @@ def run_real_trials(run: RealEvalRun, station: Station, policy: Policy, operator
     return run.results()
 
 
+def check_policy_keeps_up(station: Station, policy: Policy, cameras: tuple[str, ...]) -> float:
+    """Warm `policy` up, then time one control tick with a fresh inference (frames, state, a new action chunk:
+    the loop's slowest tick); refuse, before anything moves, a policy too slow for the pair's deadline.
+    Nothing it answers is sent. Returns the tick's seconds."""
+    def tick() -> float:
+        started = time.perf_counter()
+        frames = station.frames()
+        policy.act({c: frames[c] for c in cameras if c in frames}, station.pair.observe().position)
+        return time.perf_counter() - started
+
+    tick()  # the first inference: the model onto its device, lazy set-up (seconds on a CPU)
+    policy.reset()  # the next act infers afresh
+    seconds, deadline = tick(), station.pair.deadline_s
+    log.info("a control tick with a fresh inference takes %.0f ms (deadline %.0f ms)", 1000 * seconds, 1000 * deadline)
+    if seconds > TICK_SHARE_OF_DEADLINE * deadline:
+        raise Unavailable(f"a control tick with a fresh inference of this policy takes {1000 * seconds:.0f} ms here, "
+                          f"over {TICK_SHARE_OF_DEADLINE:.0%} of the arms' {1000 * deadline:.0f} ms deadline between "
+                          "commands: the trial would be emergency-stopped at its first inference. Evaluate it on "
+                          "a machine that infers faster (a GPU), or a lighter policy; nothing has moved")
+    return seconds
+
+
 def run_real_trial(run: RealEvalRun, workspace: Workspace, station: Station, policy: Policy, operator: Operator,
                    seed: int, index: int) -> RealTrialResult:
     """One trial: card, go, the policy loop, the verdict, its dataset and its trial file."""
@@ -223,10 +246,7 @@ def run_real_trial(run: RealEvalRun, workspace: Workspace, station: Station, pol
     relative = Path(card).relative_to(run.workspace_root)
     cameras = tuple(getattr(policy, "cameras", CAMERAS))
     station.start_trial(seed, cameras)
-    # a first inference before the clock starts (model on its device, the first chunk: seconds on a CPU),
-    # so the first control tick is on time; what it answers is not sent
-    frames = station.frames()
-    policy.act({c: frames[c] for c in cameras if c in frames}, station.pair.observe().position)
+    check_policy_keeps_up(station, policy, cameras)
     info = TrialInfo(index, seed, run.name, run.time_limit_s, str(card))
     operator.go(card, info)
     policy.reset()
@@ -375,5 +395,5 @@ def load_eval_policy(workspace: Workspace, policy: str) -> Policy:
 
 
 __all__ = ["DEFAULT_TIME_LIMIT_S", "HIL_WATCHDOG", "REAL_EVALS", "STATIONS", "JudgeOperator", "Operator", "RealEvalRun", "RealTrialResult",
-           "TrialInfo", "load_eval_policy", "open_station", "plan_real_eval", "run_real_trial", "run_real_trials",
+           "TrialInfo", "check_policy_keeps_up", "load_eval_policy", "open_station", "plan_real_eval", "run_real_trial", "run_real_trials",
            "summarize", "write_trial_episode"]

@@ -143,6 +143,10 @@ class SimPair(ArmPair):
     def estopped(self) -> str | None:
         return self._estop_reason
 
+    @property
+    def deadline_s(self) -> float:
+        return self.config.deadline_s
+
     # -- internals --------------------------------------------------------------------------------------
     def _check_deadline(self) -> None:
         if self._last_act is None:

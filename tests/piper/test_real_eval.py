@@ -179,6 +179,32 @@ def test_a_control_loop_slower_than_the_wall_clock_ends_its_trial_on_its_ticks_i
 
 
 @pytest.mark.slow
+def test_a_policy_too_slow_for_the_deadline_is_refused_before_anything_moves(workspace):
+    from datafarm.errors import Unavailable
+    from datafarm.piper.eval_station import SimStation
+    from datafarm.piper.real_eval import JudgeOperator, RealEvalRun, run_real_trials
+    from datafarm.policy.trials import TrialJudge, trial_setup
+
+    class Slow(_SlowHold):
+        def act(self, frames, state):
+            time.sleep(0.25)
+            return super().act(frames, state)
+
+    setup = trial_setup(Workspace.open(workspace))
+    station = SimStation(setup, TrialJudge(setup.package, workspace / ".judge-deadline", [workspace / "expert"]),
+                         deadline_s=0.25, owns_judge=True)
+    run = RealEvalRun(workspace, "slow", "slow-deadline", (1_000_300,), time_limit_s=1.0, station="simulated")
+    try:
+        with pytest.raises(Unavailable, match=r"takes \d+ ms here, over 80% of the arms' 250 ms deadline"):
+            run_real_trials(run, station, Slow(), JudgeOperator(station))
+        assert station.trial.rig.step_count == 0 and not run.trial_file(1_000_300).exists()  # rerun starts here
+        [result] = run_real_trials(run, station, _SlowHold(), JudgeOperator(station))  # 60 ms a tick fits
+        assert result["end"] == "time_limit" and result["steps"] == 30, result
+    finally:
+        station.close()
+
+
+@pytest.mark.slow
 def test_a_nan_policy_is_estopped_and_ends_the_run(workspace, station):
     from datafarm.piper.real_eval import JudgeOperator, RealEvalRun, run_real_trials
 
@@ -243,3 +269,89 @@ def test_a_policy_trained_on_farm_data_drives_the_real_driver_path(workspace, pr
     states = np.stack(frames["observation.state"].to_numpy())
     # the policy's targets were sent, ramped by the change cap: the commands leave the start pose
     assert np.abs(commands - states[0]).max() > 1e-3
+
+
+def test_the_operator_is_a_person_on_the_arms_and_the_judge_only_in_a_rehearsal():
+    from flows.real_eval import operator_kind
+
+    assert operator_kind(None, "real") == "person" and operator_kind(None, "hil") == "judge"
+    assert operator_kind("person", "simulated") == "person"  # a person rehearses their part
+    with pytest.raises(BadInput, match="the judge needs a simulated scene"):
+        operator_kind("judge", "real")
+    with pytest.raises(BadInput, match="unknown operator 'robot'; choose one of person, judge"):
+        operator_kind("robot", "simulated")
+
+
+def _wait_until(ready, what: str, timeout_s: float = 180.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if found := ready():
+            return found
+        time.sleep(0.01)
+    raise AssertionError(f"gave up waiting for {what}")
+
+
+@pytest.mark.slow
+def test_a_person_answers_through_the_flow_runs_forms(workspace, prefect_harness):
+    """The operator in Prefect's UI: each trial pauses the flow run for the go, then for the verdict (Prefect's own
+    pause-for-input); what the person submits is what the trial records, against the judge's own view."""
+    import threading
+
+    from prefect import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterState, FlowRunFilterStateType
+    from prefect.client.schemas.objects import StateType
+    from prefect.flow_runs import resume_flow_run
+
+    from flows.real_eval import real_eval_flow
+
+    def paused():
+        with get_client(sync_client=True) as client:
+            runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(
+                state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.PAUSED]))))
+        return runs[0] if runs else None
+
+    summary: dict = {}
+    flow_run = threading.Thread(target=lambda: summary.update(real_eval_flow(
+        str(workspace), "blind-replay", episodes=1, station="simulated", time_limit_s=1.0, operator="person")))
+    flow_run.start()
+    resume_flow_run(_wait_until(paused, "the go's form").id, run_input={"objects_placed": True})
+    resume_flow_run(_wait_until(paused, "the verdict's form").id,
+                    run_input={"success": True, "notes": "a person's verdict"})
+    flow_run.join(timeout=180)
+    [trial] = summary["results"]
+    assert trial["success"] and trial["notes"] == "a person's verdict" and trial["end"] == "time_limit", trial
+
+
+@pytest.mark.slow
+def test_a_person_answers_at_the_terminal(workspace, prefect_harness, monkeypatch, tmp_path):
+    """`datafarm eval-real --operator person`'s terminal operator on a rehearsal: Enter starts, Enter during the
+    trial ends it (stdin polled by the control loop), then the verdict and notes are asked."""
+    import io
+    import os
+    import sys
+    import threading
+
+    from rich.console import Console
+
+    import cli.real_eval as terminal
+    from flows.real_eval import real_eval_flow
+
+    read_end, write_end = os.pipe()
+    monkeypatch.setattr(sys, "stdin", os.fdopen(read_end, "r"))
+    shown = io.StringIO()
+    monkeypatch.setattr(terminal, "console", Console(file=shown, width=200))
+
+    def person():
+        for cue, answer in (("press Enter to start", "\n"), ("press Enter to end the trial early", "\n"),
+                            ("did the policy do the task?", "n\nit never moved\n")):
+            _wait_until(lambda: cue in shown.getvalue(), repr(cue))
+            os.write(write_end, answer.encode())
+
+    own = tmp_path / "ws"  # its own do-nothing evaluation, beside the flow test's
+    shutil.copytree(workspace, own, ignore=shutil.ignore_patterns("evals-real"))
+    threading.Thread(target=person, daemon=True).start()
+    summary = real_eval_flow(str(own), "do-nothing", episodes=1, station="simulated", time_limit_s=30.0,
+                             operator=terminal.TerminalOperator())
+    [trial] = summary["results"]
+    assert trial["end"] == "operator" and trial["steps"] < 900 and not trial["success"], trial
+    assert trial["notes"] == "it never moved"
