@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from datafarm.errors import BadInput, SafetyStop
+from datafarm.policy.controls import DoNothing
 from datafarm.workspace import Workspace
 
 # Tests taking `workspace` are slow: they need the farmed workspace (a session fixture: minutes).
@@ -136,22 +137,12 @@ def test_expert_replay_is_judged_success_and_doing_nothing_failure(workspace, st
     assert (workspace / control["card"]).is_file()
 
 
-class _SlowHold:
+class _SlowHold(DoNothing):
     """Holds the first tick's joints, taking 60 ms a tick: a control loop slower than the wall clock."""
-
-    cameras: tuple[str, ...] = ()
-
-    def __init__(self) -> None:
-        self._hold: np.ndarray | None = None
-
-    def reset(self) -> None:
-        self._hold = None
 
     def act(self, frames, state):
         time.sleep(0.06)
-        if self._hold is None:
-            self._hold = np.asarray(state, dtype=np.float64).copy()
-        return self._hold
+        return super().act(frames, state)
 
 
 @pytest.mark.slow
