@@ -23,6 +23,7 @@ from prefect.flow_runs import pause_flow_run
 from prefect.input import RunInput
 
 import flows.run_logs  # noqa: F401  (a deployment loads this file as a script: register our log lines here too)
+from datafarm.errors import BadInput
 from datafarm.piper.real_eval import (
     DEFAULT_TIME_LIMIT_S,
     JudgeOperator,
@@ -31,7 +32,6 @@ from datafarm.piper.real_eval import (
     plan_real_eval,
     run_real_trials,
 )
-from datafarm.errors import BadInput
 from datafarm.workspace import Workspace
 from tasks.real_eval_tasks import connect_station_task, preflight_task, summary_task
 

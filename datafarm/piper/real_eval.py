@@ -115,9 +115,9 @@ STATIONS = {
     "simulated": "each trial in its seed's simulated scene through SimPair; the task's hidden judge judges",
     "hil": "the real driver (piper_sdk, virtual CAN) against fake firmwares stepping the seed's scene; the judge judges",
 }
+TICK_SHARE_OF_DEADLINE = 0.8  # the most of the deadline a measured tick may take (ticks vary)
 # Under HIL the scene, the policy and the sandboxed judge share the CPU with the control loop: feedback and
 # command gaps far beyond the real arms' limits are normal there (measured on 2 loaded cores, see tests/piper).
-TICK_SHARE_OF_DEADLINE = 0.8  # the most of the deadline a measured tick may take (ticks vary)
 HIL_WATCHDOG = WatchdogConfig(max_feedback_age_s=0.25, min_feedback_hz=40.0, deadline_s=3.0)
 
 
