@@ -7,8 +7,9 @@ from datafarm.dataset.harvest import (
     HarvestReport,
     WriterSettings,
     dataset_features,
+    extendable,
     harvest,
 )
 
 __all__ = ["FASTEST_SETTINGS", "HarvestError", "HarvestItem", "HarvestReport", "WriterSettings",
-           "dataset_features", "harvest"]
+           "dataset_features", "extendable", "harvest"]

@@ -206,6 +206,12 @@ def _write_episode(dataset, prepared: _Prepared, task: str) -> int:
     return rows
 
 
+def _resolutions_of(dataset: Path) -> dict[str, tuple[int, int]]:
+    """(height, width) per camera of a dataset `harvest` wrote, from its info.json."""
+    features = json.loads((Path(dataset) / "meta" / "info.json").read_text())["features"]
+    return {camera: tuple(features[key]["shape"][:2]) for camera, key in CAMERA_KEYS.items()}
+
+
 def _wait_for_encoder_backlog(dataset, limit: int = ENCODER_BACKLOG_FRAMES) -> None:
     """Hold the producer while any camera's streaming-encoder queue holds `limit` frames or more.
 
@@ -235,18 +241,38 @@ def _check_no_dropped_frames(dataset, item: HarvestItem) -> None:
                            "harvest again with a larger encoder queue or streaming_encoding=False")
 
 
+def extendable(dataset: Path, repo_id: str, fps: int, task: str, metadata: dict | None = None) -> list[int]:
+    """The farm indices of the episodes in `dataset`, a dataset `harvest` wrote with these same settings
+    (so `harvest(..., extend=dataset)` may append to it); [] when there is none or anything differs."""
+    try:
+        manifest = json.loads((Path(dataset) / MANIFEST_NAME).read_text())
+    except (OSError, ValueError):
+        return []
+    wanted = {"repo_id": repo_id, "fps": fps, "task": task, **(metadata or {})}
+    if {key: manifest.get(key) for key in wanted} != wanted or set(manifest) - set(wanted) != {"episodes"}:
+        return []
+    return [episode["farm_index"] for episode in manifest["episodes"]]
+
+
 def harvest(items: list[HarvestItem], root: Path, repo_id: str, fps: int, task: str,
             progress: Callable[[int, int], None] | None = None,
-            settings: WriterSettings = FASTEST_SETTINGS, metadata: dict | None = None) -> HarvestReport:
+            settings: WriterSettings = FASTEST_SETTINGS, metadata: dict | None = None,
+            extend: Path | None = None) -> HarvestReport:
     """Write `items` (in order) as one LeRobot v3.0 dataset at `root`; returns what was written.
 
     `task` is every frame's LeRobot task string; `metadata` (e.g. the canonical instruction) goes
     into the dataset's datafarm_harvest.json. Every item is checked (arrays, cameras, resolutions,
     fps) before the first frame is written. `root` must not exist. `progress(done, total)` is called
-    after each episode."""
+    after each episode. With `extend` (a dataset `extendable` accepts), `root` is that dataset followed by
+    `items`: its files are copied and lerobot appends to them (LeRobotDataset.resume), so only the new
+    episodes are encoded; `extend` itself is left as it was."""
     root = Path(root)
     if not items:
         raise HarvestError("nothing to harvest: no admitted episodes were given")
+    kept = extendable(extend, repo_id, fps, task, metadata) if extend is not None else []
+    if extend is not None and not kept:
+        raise HarvestError(f"{extend} is not a dataset harvested with these settings (repo id, fps, task, "
+                           "metadata); harvest every episode afresh instead")
     if root.exists():
         raise HarvestError(f"dataset folder {root} already exists; remove it or choose another root")
     if not task.strip():
@@ -261,6 +287,9 @@ def harvest(items: list[HarvestItem], root: Path, repo_id: str, fps: int, task: 
         if other.resolutions != resolutions:
             raise HarvestError(f"episode {other.item.index} has camera sizes {other.resolutions}, episode "
                                f"{prepared[0].item.index} has {resolutions}; one dataset holds one size per camera")
+    if kept and _resolutions_of(extend) != resolutions:
+        raise HarvestError(f"{extend} holds camera sizes {_resolutions_of(extend)}, the new episodes {resolutions}; "
+                           "harvest every episode afresh instead")
     staging = root.with_name(root.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     staging.parent.mkdir(parents=True, exist_ok=True)
@@ -268,20 +297,25 @@ def harvest(items: list[HarvestItem], root: Path, repo_id: str, fps: int, task: 
     # lerobot hands FFmpeg the terminal back from its encoder threads: keep it quiet throughout
     with ffmpeg_kept_quiet():
         longest = max(len(p.state) for p in prepared)
-        dataset = LeRobotDataset.create(
-            repo_id=repo_id, fps=fps, features=dataset_features(resolutions), root=staging, robot_type=ROBOT_TYPE,
-            use_videos=True, rgb_encoder=settings.rgb_encoder(), encoder_threads=settings.encoder_threads,
-            streaming_encoding=settings.streaming_encoding, encoder_queue_maxsize=longest + 1,
-            batch_encoding_size=1 if settings.streaming_encoding else settings.batch_encoding_size)
+        options = dict(repo_id=repo_id, root=staging, rgb_encoder=settings.rgb_encoder(),
+                       encoder_threads=settings.encoder_threads, streaming_encoding=settings.streaming_encoding,
+                       encoder_queue_maxsize=longest + 1,
+                       batch_encoding_size=1 if settings.streaming_encoding else settings.batch_encoding_size)
+        if kept:
+            shutil.copytree(extend, staging)
+            dataset = LeRobotDataset.resume(**options)
+        else:
+            dataset = LeRobotDataset.create(fps=fps, features=dataset_features(resolutions), robot_type=ROBOT_TYPE,
+                                            use_videos=True, **options)
         frames, episode_map = 0, {}
         try:
-            for number, episode in enumerate(prepared):
+            for number, episode in enumerate(prepared, start=len(kept)):
                 frames += _write_episode(dataset, episode, task)
                 episode_map[number] = episode.item.index
                 log.debug("harvested episode %d (farm %d): %d frames", number, episode.item.index,
                           len(episode.state))
                 if progress:
-                    progress(number + 1, len(prepared))
+                    progress(number + 1 - len(kept), len(prepared))
             dataset.finalize()  # mandatory: writes the parquet footers and flushes pending videos
         except BaseException:
             try:
@@ -290,9 +324,11 @@ def harvest(items: list[HarvestItem], root: Path, repo_id: str, fps: int, task: 
                 log.debug("finalize after a failed harvest also failed", exc_info=True)
             shutil.rmtree(staging, ignore_errors=True)
             raise
+    previous = json.loads((extend / MANIFEST_NAME).read_text())["episodes"] if kept else []
     manifest = {"repo_id": repo_id, "fps": fps, "task": task, **(metadata or {}),
-                "episodes": [{"lerobot_episode": n, "farm_index": p.item.index, "episode_dir": str(p.item.episode_dir),
-                              "rendered": p.item.videos is not None} for n, p in enumerate(prepared)]}
+                "episodes": previous + [{"lerobot_episode": n, "farm_index": p.item.index,
+                                         "episode_dir": str(p.item.episode_dir), "rendered": p.item.videos is not None}
+                                        for n, p in enumerate(prepared, start=len(kept))]}
     (staging / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2))
     staging.rename(root)
     wall = time.perf_counter() - started

@@ -38,8 +38,9 @@ def canonical_instruction(workspace: Workspace) -> str:
 
 def harvest(workspace: Workspace) -> dict:
     """Write the admitted episodes into workspace/dataset (the request as every frame's task string),
-    then manifest.json."""
-    from datafarm.dataset.harvest import HarvestItem, harvest as write_dataset
+    then manifest.json. A top-up appends to the delivery when that holds the first of the admitted
+    episodes, unmodified and written with the same settings; otherwise every episode is written afresh."""
+    from datafarm.dataset.harvest import HarvestItem, extendable, harvest as write_dataset
     from datafarm.farm.progress import record_harvest_progress
 
     settings = settings_of(workspace)
@@ -54,20 +55,35 @@ def harvest(workspace: Workspace) -> dict:
         shutil.rmtree(staging)
     fps = json.loads(workspace.path(episode_dir(admitted[0]), "sim", "episode.json").read_text())["fps"]
     task, instruction = task_string(workspace), canonical_instruction(workspace)
-    report = write_dataset(items, staging, settings.repo_id, fps, task,
-                           progress=lambda done, total: record_harvest_progress(workspace, done, total),
-                           metadata={"canonical_instruction": instruction, **randomization_metadata(workspace)})
+    metadata = {"canonical_instruction": instruction, **randomization_metadata(workspace)}
     final = workspace.path("dataset")
+    delivered = extendable(final, settings.repo_id, fps, task, metadata) if _delivery_unmodified(workspace) else []
+    kept = len(delivered) if 0 < len(delivered) < len(admitted) and delivered == admitted[:len(delivered)] else 0
+    report = write_dataset(items[kept:], staging, settings.repo_id, fps, task,
+                           progress=lambda done, total: record_harvest_progress(workspace, done, total),
+                           metadata=metadata, extend=final if kept else None)
     if final.exists():
         shutil.rmtree(final)
     staging.rename(final)
     write_manifest(workspace, admitted)
-    summary = {"episodes": len(admitted), "frames": report.frames, "wall_seconds": report.wall_seconds,
+    frames = json.loads((final / "meta" / "info.json").read_text())["total_frames"]
+    summary = {"episodes": len(admitted), "frames": frames, "appended_to": kept, "wall_seconds": report.wall_seconds,
                "recorded_seconds_per_wall_second": report.recorded_seconds_per_wall_second}
     workspace.write_json("reports/harvest.json", summary)
-    log.info("harvest: %d episodes (%s), %d frames in %s", len(admitted), ", ".join(map(str, admitted)),
-             report.frames, final, extra=NOTABLE)
+    log.info("harvest: %d episodes (%s), %d frames in %s%s", len(admitted), ", ".join(map(str, admitted)), frames,
+             final, f" ({report.episodes} appended to the {kept} delivered)" if kept else "", extra=NOTABLE)
     return summary
+
+
+def _delivery_unmodified(workspace: Workspace) -> bool:
+    """Whether workspace/dataset is exactly what the manifest says was delivered (a top-up may extend it)."""
+    if not workspace.path(MANIFEST).exists() or not workspace.path("dataset").is_dir():
+        return False
+    if sha256_file(workspace.path(MANIFEST)) != workspace.meta.get(MANIFEST_HASH_KEY):
+        return False
+    recorded = {f: h for f, h in workspace.read_json(MANIFEST)["files"].items() if f.startswith("dataset/")}
+    present = workspace.files_under("dataset")
+    return set(present) == set(recorded) and all(sha256_file(workspace.path(f)) == recorded[f] for f in present)
 
 
 def randomization_metadata(workspace: Workspace) -> dict:

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from datafarm.cameras import CAMERA_KEYS, CAMERAS
-from datafarm.dataset import HarvestError, HarvestItem, harvest
+from datafarm.dataset import HarvestError, HarvestItem, extendable, harvest
 from datafarm.media import write_video
 from datafarm.sim.recorder import EpisodeRecorder, RecordedEpisode
 from datafarm.sim.spaces import AXIS_NAMES
@@ -109,3 +109,50 @@ def test_bad_items_are_refused_before_anything_is_written(episodes, tmp_path):
     with pytest.raises(HarvestError, match="already exists"):
         harvest([HarvestItem(first)], tmp_path / "taken", "local/x", 30, INSTRUCTION)
     assert not (tmp_path / "d").exists()
+
+
+def _columns(root):
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    dataset = LeRobotDataset("local/apple", root=root)
+    columns = dataset.hf_dataset.with_format("numpy")
+    return dataset, {key: np.stack(columns[key]) for key in ("action", "observation.state")} | {
+        "episode_index": np.asarray(columns["episode_index"])}
+
+
+def test_a_top_up_appends_to_a_delivered_dataset_as_a_fresh_harvest_would_write_it(episodes, tmp_path):
+    """lerobot's own resume appends the new episodes; the old files are copied, never re-encoded, and the
+    result reads back as a harvest of every episode at once does."""
+    first, second, renders = episodes
+    metadata = {"canonical_instruction": "put the apple on the scale"}
+    harvest([HarvestItem(first, None, 7)], tmp_path / "delivered", "local/apple", 30, INSTRUCTION, metadata=metadata)
+    before = {p.relative_to(tmp_path / "delivered"): p.read_bytes() for p in (tmp_path / "delivered").rglob("*.mp4")}
+    assert extendable(tmp_path / "delivered", "local/apple", 30, INSTRUCTION, metadata) == [7]
+
+    report = harvest([HarvestItem(second, renders, 9)], tmp_path / "grown", "local/apple", 30, INSTRUCTION,
+                     metadata=metadata, extend=tmp_path / "delivered")
+    assert (report.episodes, report.frames, report.episode_map) == (1, 9, {1: 9})
+    harvest([HarvestItem(first, None, 7), HarvestItem(second, renders, 9)], tmp_path / "fresh", "local/apple", 30,
+            INSTRUCTION, metadata=metadata)
+    grown, grown_columns = _columns(tmp_path / "grown")
+    fresh, fresh_columns = _columns(tmp_path / "fresh")
+    assert grown.num_episodes == 2 and grown.num_frames == fresh.num_frames == 21
+    for key in fresh_columns:
+        np.testing.assert_array_equal(grown_columns[key], fresh_columns[key])
+    for index in (5, 12 + 4):  # a frame of the kept episode and one of the appended one
+        for key in CAMERA_KEYS.values():
+            np.testing.assert_allclose(grown[index][key].numpy(), fresh[index][key].numpy(), atol=2 / 255)
+    for relative, content in before.items():  # the delivered videos were copied as they were
+        assert (tmp_path / "grown" / relative).read_bytes() == content
+    manifest = json.loads((tmp_path / "grown" / "datafarm_harvest.json").read_text())
+    assert [(e["lerobot_episode"], e["farm_index"]) for e in manifest["episodes"]] == [(0, 7), (1, 9)]
+    assert extendable(tmp_path / "delivered", "local/apple", 30, INSTRUCTION, metadata) == [7]  # left as it was
+
+    # anything written differently is not extended: the caller harvests every episode afresh
+    assert extendable(tmp_path / "delivered", "local/apple", 30, "another task", metadata) == []
+    assert extendable(tmp_path / "delivered", "local/apple", 30, INSTRUCTION, {"canonical_instruction": "x"}) == []
+    assert extendable(tmp_path / "nowhere", "local/apple", 30, INSTRUCTION, metadata) == []
+    with pytest.raises(HarvestError, match="is not a dataset harvested with these settings"):
+        harvest([HarvestItem(second, renders, 9)], tmp_path / "other", "local/apple", 15, INSTRUCTION,
+                metadata=metadata, extend=tmp_path / "delivered")
+    assert not (tmp_path / "other").exists()

@@ -124,3 +124,32 @@ def test_the_top_up_flow_records_a_failing_workspace_and_goes_on(prefect_harness
     assert not broken.path("farm.lock").exists()
     published = json.loads(Artifact.get("top-up-summary").data)
     assert {row["workspace"] for row in published} == {"broken", "complete"}
+
+
+@pytest.mark.slow
+def test_a_top_up_appends_its_episodes_to_the_delivery(farmed_workspace, prefect_harness, tmp_path):
+    """Raising the target of a delivered workspace farms the new episodes and appends them to the delivery:
+    the delivered videos stay as they were (never encoded again), and the whole still verifies."""
+    import shutil
+
+    from datafarm.farm.deliver import _delivery_unmodified, verify
+    from datafarm.workspace import sha256_file
+    from flows.farm import farm_flow
+
+    root = tmp_path / "ws"
+    shutil.copytree(farmed_workspace, root)
+    workspace = Workspace.open(root)
+    delivered = {f: sha256_file(root / f) for f in workspace.files_under("dataset") if f.endswith(".mp4")}
+    set_target_count(workspace, 3)
+    assert farm_flow(str(root)).ok
+    workspace = Workspace.open(root)
+    summary = workspace.read_json("reports/harvest.json")
+    assert (summary["episodes"], summary["appended_to"]) == (3, 2), summary
+    assert verify(workspace).ok
+    assert {f: sha256_file(root / f) for f in delivered} == delivered
+    assert _delivery_unmodified(workspace)
+    video = root / next(iter(delivered))  # negative control: a changed byte and the next top-up writes afresh
+    content = bytearray(video.read_bytes())
+    content[-1] ^= 0xFF
+    video.write_bytes(bytes(content))
+    assert not _delivery_unmodified(workspace)
