@@ -13,7 +13,7 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
 from datafarm.piper.eval_station import PreflightResult, Station
-from datafarm.piper.real_eval import RealEvalRun, open_station, summarize
+from datafarm.piper.real_eval import RealEvalRun, combine_trial_datasets, open_station, summarize
 from datafarm.workspace import Workspace
 from tasks.farm_tasks import artifact_key
 
@@ -36,12 +36,15 @@ def preflight_task(station: Station) -> dict:
 
 @task(name="real-eval-summary", cache_policy=NO_CACHE)
 def summary_task(run: RealEvalRun) -> dict:
-    """Publish success with its Wilson interval, every trial's verdict and links to its videos; return it."""
-    summary = summarize(run)
+    """Combine the recorded trials into one dataset; publish success with its Wilson interval, every trial's
+    verdict and links to its videos; return it."""
+    dataset = combine_trial_datasets(run)
+    summary = summarize(run) | {"dataset": str(dataset.relative_to(run.workspace_root)) if dataset else None}
     lines = [f"# {run.station} evaluation of {run.name}",
              (f"success {summary['successes']}/{summary['trials']} ({summary['rate']:.0%}), Wilson 95% "
               f"[{summary['wilson_low']:.0%}, {summary['wilson_high']:.0%}]; {summary['estops']} emergency stop(s); "
               f"{summary['planned']} trials planned"),
+             f"every recorded trial as one LeRobot dataset: `{summary['dataset']}`" if dataset else "",
              "",
              "| trial | seed | verdict | end | steps | notes | videos |", "|---|---|---|---|---|---|---|"]
     for row in summary["results"]:

@@ -145,6 +145,11 @@ class RealEvalRun:
     def episode_dir(self, seed: int) -> Path:
         return self.folder / "episodes" / str(seed)
 
+    @property
+    def dataset_dir(self) -> Path:
+        """Every recorded trial as one episode of one LeRobot dataset, in trial order."""
+        return self.folder / "dataset"
+
     def pending(self) -> list[int]:
         return [seed for seed in self.seeds if not self.trial_file(seed).exists()]
 
@@ -331,6 +336,35 @@ def write_trial_episode(run: RealEvalRun, seed: int, states: list[np.ndarray], a
     return str(target.relative_to(run.workspace_root)), videos
 
 
+TRIALS_OF_DATASET = "datafarm_trials.json"  # in the combined dataset: the seeds of its episodes, in order
+
+
+def combine_trial_datasets(run: RealEvalRun) -> Path | None:
+    """`run.dataset_dir`: the finished trials' one-episode datasets as one dataset (lerobot's own
+    aggregate_datasets, videos stream-copied), rebuilt when the trials changed; None before any trial
+    recorded frames. Each trial keeps its own dataset too: that is what makes a killed run resume cleanly."""
+    from lerobot.datasets.aggregate import aggregate_datasets
+
+    from datafarm.logs import ffmpeg_kept_quiet, silence_progress_bars
+
+    recorded = [(r["seed"], Path(run.workspace_root) / r["episode"]) for r in run.results() if r["episode"]]
+    seeds = [seed for seed, _ in recorded]
+    listing = run.dataset_dir / TRIALS_OF_DATASET
+    if not recorded or (listing.is_file() and json.loads(listing.read_text()) == seeds):
+        return run.dataset_dir if recorded else None
+    staging = run.dataset_dir.with_name(run.dataset_dir.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    silence_progress_bars()
+    with ffmpeg_kept_quiet():
+        aggregate_datasets([f"datafarm/eval-real-{run.name}"] * len(recorded), f"datafarm/eval-real-{run.name}",
+                           roots=[root for _, root in recorded], aggr_root=staging)
+    (staging / TRIALS_OF_DATASET).write_text(json.dumps(seeds))
+    shutil.rmtree(run.dataset_dir, ignore_errors=True)
+    staging.rename(run.dataset_dir)
+    log.info("the %d recorded trials of %s are one dataset: %s", len(recorded), run.name, run.dataset_dir)
+    return run.dataset_dir
+
+
 def summarize(run: RealEvalRun) -> dict[str, Any]:
     """Success with its Wilson 95 % interval over the finished trials, and each trial's verdict."""
     from datafarm.policy.report import wilson_interval
@@ -395,5 +429,5 @@ def load_eval_policy(workspace: Workspace, policy: str) -> Policy:
 
 
 __all__ = ["DEFAULT_TIME_LIMIT_S", "HIL_WATCHDOG", "REAL_EVALS", "STATIONS", "JudgeOperator", "Operator", "RealEvalRun", "RealTrialResult",
-           "TrialInfo", "check_policy_keeps_up", "load_eval_policy", "open_station", "plan_real_eval", "run_real_trial", "run_real_trials",
+           "TrialInfo", "check_policy_keeps_up", "combine_trial_datasets", "load_eval_policy", "open_station", "plan_real_eval", "run_real_trial", "run_real_trials",
            "summarize", "write_trial_episode"]

@@ -225,9 +225,17 @@ def test_real_eval_flow_runs_trials_and_a_rerun_skips_them(workspace, prefect_ha
 
     artifact = Artifact.get(f"eval-real-{workspace.name}-do-nothing-simulated")
     assert artifact is not None and "Wilson 95%" in artifact.data and "| failure | time_limit |" in artifact.data
-    written = [p.stat().st_mtime_ns for p in trials]
+    # every trial is also an episode of one dataset, in trial order (lerobot's own aggregation)
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    combined = LeRobotDataset("datafarm/eval-real-do-nothing-simulated", root=workspace / summary["dataset"])
+    assert combined.num_episodes == 2 and combined.num_frames == sum(r["steps"] for r in summary["results"])
+    listing = folder / "dataset" / "datafarm_trials.json"
+    assert json.loads(listing.read_text()) == [r["seed"] for r in summary["results"]]
+    assert "one LeRobot dataset" in artifact.data
+    written = [p.stat().st_mtime_ns for p in [*trials, listing]]
     again = real_eval_flow(str(workspace), "do-nothing", episodes=2, station="simulated", time_limit_s=1.0)
-    assert again["trials"] == 2 and [p.stat().st_mtime_ns for p in trials] == written
+    assert again["trials"] == 2 and [p.stat().st_mtime_ns for p in [*trials, listing]] == written
 
     # the same flow on the real driver's path: piper_sdk over virtual CAN, fake firmwares stepping the scene
     hil = real_eval_flow(str(workspace), "do-nothing", episodes=1, station="hil", time_limit_s=1.0)
