@@ -27,6 +27,8 @@ simulated trace) here.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import logging
 import shutil
@@ -355,7 +357,8 @@ def combine_trial_datasets(run: RealEvalRun) -> Path | None:
     staging = run.dataset_dir.with_name(run.dataset_dir.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     silence_progress_bars()
-    with ffmpeg_kept_quiet():
+    # aggregate_datasets draws tqdm bars on stderr (tqdm reads its switches at import): keep the terminal quiet
+    with ffmpeg_kept_quiet(), contextlib.redirect_stderr(io.StringIO()):
         aggregate_datasets([f"datafarm/eval-real-{run.name}"] * len(recorded), f"datafarm/eval-real-{run.name}",
                            roots=[root for _, root in recorded], aggr_root=staging)
     (staging / TRIALS_OF_DATASET).write_text(json.dumps(seeds))
