@@ -76,14 +76,9 @@ def harvest(workspace: Workspace) -> dict:
 
 
 def _delivery_unmodified(workspace: Workspace) -> bool:
-    """Whether workspace/dataset is exactly what the manifest says was delivered (a top-up may extend it)."""
-    if not workspace.path(MANIFEST).exists() or not workspace.path("dataset").is_dir():
-        return False
-    if sha256_file(workspace.path(MANIFEST)) != workspace.meta.get(MANIFEST_HASH_KEY):
-        return False
-    recorded = {f: h for f, h in workspace.read_json(MANIFEST)["files"].items() if f.startswith("dataset/")}
-    present = workspace.files_under("dataset")
-    return set(present) == set(recorded) and all(sha256_file(workspace.path(f)) == recorded[f] for f in present)
+    """Whether the delivery is exactly what was delivered, however many episodes (a top-up may extend it)."""
+    report = verify(workspace, require_complete=False)
+    return report.ok and report.episodes > 0
 
 
 def randomization_metadata(workspace: Workspace) -> dict:
@@ -123,9 +118,10 @@ class VerifyReport:
         return not self.problems
 
 
-def verify(workspace: Workspace) -> VerifyReport:
-    """Complete (target count admitted), unmodified (every hash, the manifest's own against the harvest
-    record), reviewed (each episode admitted). A damaged file is a problem reported, never a crash."""
+def verify(workspace: Workspace, require_complete: bool = True) -> VerifyReport:
+    """Complete (target count admitted, unless not `require_complete`), unmodified (every hash, the manifest's
+    own against the harvest record), reviewed (each episode admitted). A damaged file is a problem reported,
+    never a crash."""
     report = VerifyReport()
     if not workspace.path(MANIFEST).exists():
         report.problems.append(f"{MANIFEST} is missing: the delivery was never harvested (run `datafarm farm`)")
@@ -137,7 +133,7 @@ def verify(workspace: Workspace) -> VerifyReport:
                                "harvest` to deliver again")
         return report
     report.episodes = len(manifest["episodes"])
-    if report.episodes < manifest["target_count"]:
+    if require_complete and report.episodes < manifest["target_count"]:
         report.problems.append(f"incomplete: {report.episodes} admitted episodes delivered, {manifest['target_count']} asked")
     for relative, expected in sorted(manifest["files"].items()):
         path = workspace.path(relative)
