@@ -232,6 +232,19 @@ class Skills:
         yaws = [0.0, np.pi / 2, np.pi, -np.pi / 2] if yaw is None else [yaw, yaw + np.pi]
         return [pose(position, top_down(y, tilt, lean)) for tilt in TILTS for y in yaws]
 
+    def can_grasp_at(self, side: str, point, approach: float = 0.08) -> bool:
+        """Whether some top-down grasp at `point` (world xyz), and its approach from above, are reachable."""
+        for candidate in self.grasp_candidates(side, np.asarray(point, dtype=float), None):
+            above = candidate.copy()
+            above[:3, 3] += -candidate[:3, 2] * approach
+            try:
+                self.solve(side, [candidate])
+                self.solve(side, [above])
+                return True
+            except Unreachable:
+                continue
+        return False
+
     @_skill
     def grasp(self, side: str, name: str, height: float | None = None, yaw: float | None = None,
               opening: float = 0.07, approach: float = 0.08, squeeze: float = 0.0) -> None:
@@ -254,6 +267,7 @@ class Skills:
         else:
             raise Unreachable(f"{side} arm: no grasp of {name} at {np.round(grasp_point, 3).tolist()} is reachable")
         self.move_linear(side, candidate, speed=0.6)
+        self.env.grasp_closing(self, side, name)  # a recovery episode may take the object away here
         self.set_gripper(side, squeeze, duration=0.6)
         self.wait(0.1)
         if self.gripper_opening(side) < CLOSED_EMPTY or not self.touching(side, name):

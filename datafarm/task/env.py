@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -18,6 +19,9 @@ from datafarm.sim.recorder import EpisodeRecorder
 from datafarm.sim.rig import DualArmRig, StepReport
 from datafarm.sim.spaces import SIDES, arm_slice
 from datafarm.task.trace import TraceRecorder
+
+if TYPE_CHECKING:
+    from datafarm.task.recovery import Disturber
 
 log = logging.getLogger(__name__)
 
@@ -48,13 +52,16 @@ class Perturbation:
 
 class TaskEnv:
     def __init__(self, rig: DualArmRig, scene: BuiltScene, max_steps: int,
-                 recorder: EpisodeRecorder | None = None, perturbations: list[Perturbation] | None = None):
+                 recorder: EpisodeRecorder | None = None, perturbations: list[Perturbation] | None = None,
+                 disturber: Disturber | None = None):
         self.rig = rig
         self.scene = scene
         self.max_steps = max_steps
         self.recorder = recorder
         self.perturbations = sorted(perturbations or [], key=lambda p: p.at_step)
         self.trace = TraceRecorder()
+        self.disturber = disturber  # a recovery episode's disturbance (datafarm.task.recovery)
+        self.disturbance: dict | None = None  # what it did, once done
         for fixture in scene.fixtures.values():
             rig.substep_hooks.append(fixture.after_substep)
 
@@ -88,6 +95,12 @@ class TaskEnv:
 
     # ----- acting ----------------------------------------------------------------------------------
     def step(self, action) -> StepReport:
+        if self.disturber:
+            self.disturber.before_step(self, np.asarray(action, dtype=float))  # may raise Disturbed
+        return self.advance(action)
+
+    def advance(self, action) -> StepReport:
+        """One control step of the world, recorded, with no disturbance (the disturbance's own steps)."""
         if self.rig.step_count >= self.max_steps:
             raise EpisodeTimeout(f"episode reached its limit of {self.max_steps} steps "
                                  f"({self.max_steps * self.rig.control_dt:.1f} s simulated)")
@@ -96,6 +109,18 @@ class TaskEnv:
         report = self.recorder.record(action) if self.recorder else self.rig.step(action)
         self._record_row()
         return report
+
+    def grasp_closing(self, skills, side: str, name: str) -> None:
+        """The grasp skill is about to close `side`'s fingers on `name` (a misgrasp may come here)."""
+        if self.disturber:
+            self.disturber.grasp_closing(self, skills, side, name)  # may raise Disturbed
+
+    def record_disturbance(self, record: dict) -> None:
+        """Note what a disturbance did, in the trace and in the recorded episode's metadata."""
+        self.disturbance = record
+        self.note("disturbance", recovery=record)
+        if self.recorder:
+            self.recorder.metadata["recovery"] = record
 
     def record_initial_state(self) -> None:
         self._record_row()

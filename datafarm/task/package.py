@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -18,6 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from datafarm.errors import BadInput
 from datafarm.scene.spec import SceneSpec, load_scene_spec
 from datafarm.validation import describe
+
+RecoveryKind = Literal["push", "misgrasp"]  # see datafarm.task.recovery
 
 PACKAGE_FILES = ("task.yaml", "scene.yaml", "params.yaml", "expert.py", "judge.py")
 
@@ -32,6 +34,8 @@ class TaskInfo(BaseModel):
     max_seconds: float = Field(30.0, gt=0)
     # Phrases a request may use for this task (the built-in author matches requests against them).
     phrases: list[str] = []
+    # The recovery disturbances its expert recovers from (datafarm.task.recovery); none: no recovery episodes.
+    recovery: list[RecoveryKind] = []
 
 
 @dataclass(frozen=True)

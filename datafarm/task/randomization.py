@@ -1,7 +1,7 @@
 """Per-episode randomization, sampled from one seed so any episode replays exactly.
 
 Families (each can be switched off): execution (start-pose noise, speed scaling, an arm displaced
-mid-episode), geometry (object poses and sizes within the scene spec's ranges), appearance (table
+mid-episode, and in `recovery_fraction` of the episodes a recovery disturbance: datafarm.task.recovery), geometry (object poses and sizes within the scene spec's ranges), appearance (table
 colour, light colour, intensity and direction, object colour jitter), camera (extrinsic jitter).
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from datafarm.cameras import CAMERAS
 from datafarm.geometry import look_at
@@ -18,6 +18,9 @@ from datafarm.scene.builder import Placement
 from datafarm.scene.spec import CupGeometry, CylinderGeometry, ObjectSpec, SceneSpec, SphereGeometry
 from datafarm.sim.config import RigConfig
 from datafarm.task.env import Perturbation
+from datafarm.task.recovery import Disturbance, RecoveryKind, sample_disturbance
+
+RECOVERY_STREAM = 1  # recovery draws come from their own stream: switching them on changes no other draw
 
 
 class RandomizationConfig(BaseModel):
@@ -33,6 +36,11 @@ class RandomizationConfig(BaseModel):
     perturbation_window: tuple[float, float] = (0.5, 4.0)  # s after the start
     object_nudge_probability: float = 0.2  # an untouched object slid along its support mid-episode
     object_nudge_distance: float = 0.03  # m, at most, in x and in y
+    # Recovery episodes (datafarm.task.recovery), of the kinds the task declares in task.yaml `recovery`.
+    recovery_fraction: float = Field(0.0, ge=0.0, le=1.0)  # share of the episodes that are recovery episodes
+    push_distance: tuple[float, float] = (0.06, 0.14)  # m the TCP is pushed
+    relocation_distance: tuple[float, float] = (0.10, 0.38)  # m a mis-grasped object is moved
+    push_window: tuple[float, float] = (0.3, 2.0)  # s after the start: the earliest moment of a push
     light_intensity: tuple[float, float] = (0.7, 1.3)
     color_jitter: float = 0.06
     camera_position_jitter: float = 0.01  # m
@@ -53,6 +61,7 @@ class EpisodeSample:
     start_noise: list[float]
     speed: float
     perturbations: list[Perturbation] = field(default_factory=list)
+    disturbance: Disturbance | None = None  # a recovery episode's
     table_color: list[float] | None = None
     light_scale: list[float] | None = None
     light_direction: list[float] | None = None
@@ -66,7 +75,7 @@ class EpisodeSample:
         return data
 
 
-def _footprint(item) -> float:
+def footprint_radius(item) -> float:
     """Radius of a circle around the item's footprint on its support."""
     if isinstance(item, ObjectSpec):
         g = item.geometry
@@ -92,7 +101,7 @@ def _sample_placements(spec: SceneSpec, rng: np.random.Generator, enabled: bool)
         on_table = [i for i in items if i.support == "table"]
         clear = all(
             np.hypot(placements[a.name].x - placements[b.name].x, placements[a.name].y - placements[b.name].y)
-            > _footprint(a) + _footprint(b) + 0.01
+            > footprint_radius(a) + footprint_radius(b) + 0.01
             for n, a in enumerate(on_table) for b in on_table[n + 1:]
         )
         if clear or not enabled:
@@ -102,7 +111,7 @@ def _sample_placements(spec: SceneSpec, rng: np.random.Generator, enabled: bool)
 
 
 def sample_episode(spec: SceneSpec, seed: int, config: RandomizationConfig, max_seconds: float,
-                   control_hz: int) -> EpisodeSample:
+                   control_hz: int, recovery_kinds: list[RecoveryKind] | tuple = ()) -> EpisodeSample:
     rng = np.random.default_rng(seed)
     placements = _sample_placements(spec, rng, config.geometry)
     fixture_params = {f.name: {k: float(f.params[k]) + (float(rng.uniform(*r)) if config.geometry else 0.0)
@@ -130,6 +139,10 @@ def sample_episode(spec: SceneSpec, seed: int, config: RandomizationConfig, max_
                 at_step=int(min(at, max_seconds / 2) * control_hz), kind="object", target=str(rng.choice(movable)),
                 offset=tuple(rng.uniform(-distance, distance, 2).tolist()),
             ))
+        recovery = np.random.default_rng([seed, RECOVERY_STREAM])
+        if recovery_kinds and recovery.random() < config.recovery_fraction:
+            sample.disturbance = sample_disturbance(recovery, list(recovery_kinds), config.push_distance,
+                                                    config.relocation_distance, config.push_window, control_hz)
     if config.appearance:
         gray = rng.uniform(0.3, 0.7)
         sample.table_color = [*(np.clip(gray + rng.normal(0, 0.05, 3), 0, 1)).tolist(), 1.0]

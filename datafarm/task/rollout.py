@@ -26,7 +26,9 @@ from datafarm.sim.rig import DualArmRig
 from datafarm.skills import Skills
 from datafarm.task.env import EpisodeTimeout, TaskEnv
 from datafarm.task.package import TaskPackage, judge_hidden
-from datafarm.task.randomization import EpisodeSample, RandomizationConfig, apply_to_rig_config, sample_episode
+from datafarm.task.randomization import (EpisodeSample, RandomizationConfig, footprint_radius, apply_to_rig_config,
+                                         sample_episode)
+from datafarm.task.recovery import Disturbed, Disturber, Obstacle
 from datafarm.task.trace import Trace
 from datafarm.task.verdict import Verdict
 
@@ -50,10 +52,20 @@ class EpisodeResult:
     def success(self) -> bool:
         return self.verdict.success
 
+    @property
+    def recovery(self) -> dict | None:
+        """What a recovery episode's disturbance did (datafarm.task.recovery), from the trace's events."""
+        return recovery_of(self.trace)
+
     def to_dict(self) -> dict:
         return {"task": self.task, "seed": self.seed, "verdict": self.verdict.to_dict(), "steps": self.steps,
                 "sim_seconds": self.sim_seconds, "wall_seconds": self.wall_seconds, "error": self.error,
-                "sample": self.sample}
+                "sample": self.sample, "recovery": self.recovery}
+
+
+def recovery_of(trace: Trace | None) -> dict | None:
+    """The disturbance a trace records (TaskEnv.record_disturbance), or None."""
+    return next((e["recovery"] for e in (trace.events if trace else []) if e["kind"] == "disturbance"), None)
 
 
 @contextlib.contextmanager
@@ -117,7 +129,8 @@ class EpisodeWorld:
 def episode_world(package: TaskPackage, seed: int, randomization: RandomizationConfig,
                   rig_config: RigConfig) -> EpisodeWorld:
     """Sample `seed`'s randomization, create the rig (cameras as `rig_config` has them), build the scene."""
-    sample = sample_episode(package.scene, seed, randomization, package.info.max_seconds, rig_config.timing.control_hz)
+    sample = sample_episode(package.scene, seed, randomization, package.info.max_seconds, rig_config.timing.control_hz,
+                            package.info.recovery)
     config = apply_to_rig_config(rig_config, sample)
     rig = DualArmRig.create(config)
     rig.reset(rig.rest_state() + np.asarray(sample.start_noise))
@@ -145,13 +158,13 @@ def simulate_episode(package: TaskPackage, seed: int, randomization: Randomizati
         recorder = EpisodeRecorder(rig, record_dir, metadata={"task": package.name, "seed": seed,
                                                               "instruction": package.info.instruction,
                                                               "sample": sample.to_dict()})
-    env = TaskEnv(rig, scene, max_steps, recorder, sample.perturbations)
+    env = TaskEnv(rig, scene, max_steps, recorder, sample.perturbations, _disturber(package, sample, rig.config))
     env.record_initial_state()
     skills = Skills(env, speed=sample.speed)
     with recorder or contextlib.nullcontext():
         try:
             with wall_clock_limit(wall_limit), judge_hidden():
-                expert.solve(env, skills, package.params)
+                _solve(expert, env, skills, package.params)
                 skills.wait(0.5)  # let things come to rest before judging
         except EpisodeTimeout as exc:
             error = f"EpisodeTimeout: {exc}"
@@ -163,6 +176,31 @@ def simulate_episode(package: TaskPackage, seed: int, randomization: Randomizati
     trace = env.trace.freeze(heights, info=sample.to_dict())
     return SimulatedEpisode(package.name, seed, trace, len(trace) - 1, rig.time, time.perf_counter() - started,
                             error, failure_trace, sample.to_dict())
+
+
+def _solve(expert, env: TaskEnv, skills: Skills, params: dict) -> None:
+    """The expert's solve; after a disturbance, the expert again from where it left the world."""
+    while True:
+        try:
+            expert.solve(env, skills, params)
+            return
+        except Disturbed as disturbed:
+            skills.held = dict.fromkeys(skills.held)  # nothing was handled before a disturbance
+            if disturbed.record["kind"] == "misgrasp":
+                # The recovery's first move: open the empty fingers and back off from where the object was.
+                skills.release(disturbed.record["side"])
+
+
+def _disturber(package: TaskPackage, sample: EpisodeSample, config: RigConfig) -> Disturber | None:
+    if sample.disturbance is None:
+        return None
+    spec = package.scene
+    obstacles = {item.name: Obstacle(sample.placements[item.name].x, sample.placements[item.name].y, footprint_radius(item))
+                 for item in [*spec.fixtures, *spec.objects]}
+    (cx, cy), (sx, sy) = config.table.center, config.table.size
+    margin = 0.05  # an object set down this far inside the table's edge
+    return Disturber(sample.disturbance, obstacles, (cx - sx / 2 + margin, cx + sx / 2 - margin,
+                                                     cy - sy / 2 + margin, cy + sy / 2 - margin))
 
 
 def run_episode(package: TaskPackage, seed: int, randomization: RandomizationConfig | None = None,
