@@ -37,6 +37,10 @@ def prepare(
                                 "delivery there (only what is new or changed)."),
     max_usd: float = typer.Option(None, "--max-usd", help="The workspace's whole budget in USD: no work starts "
                                   "once the cost ledger reaches it (none: no budget)."),
+    recovery_fraction: float = typer.Option(None, "--recovery-fraction", help="Share of the episodes (0 to 1) that are "
+                                            "recovery episodes: the arm pushed off its path or the object taken away "
+                                            "at the grasp, the expert recovering (for tasks whose task.yaml lists "
+                                            "`recovery` kinds)."),
 ) -> None:
     """Bind a calibration episode (or a single photo) and a request to a new workspace."""
     from datafarm.farm.prepare import prepare as run_prepare
@@ -55,6 +59,8 @@ def prepare(
     settings = {"target_count": target_count, "renderer": renderer, "render_model": render_model,
                 "render_worker": render_worker, "render_options": _options(render_option), "push_to": push_to,
                 "max_usd": max_usd}
+    if recovery_fraction is not None:
+        settings["randomization"] = {"recovery_fraction": recovery_fraction}
     if image is not None:
         workspace = prepare_photo(image, request, output, settings)
     else:

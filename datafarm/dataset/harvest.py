@@ -9,6 +9,9 @@ LeRobot episode with:
 - the task string ``task``: the request as the user wrote it (what a language-conditioned policy is
   given at deployment), not a canned paraphrase; the farm keeps its canonical instruction as metadata.
 
+A recovery episode (datafarm.task.recovery) starts at its `demonstration_start`: the frames of the
+disturbance before it are not the expert's and are left out; the manifest records the disturbance.
+
 The dataset is written under ``<root>.partial`` and renamed to ``root`` only after ``finalize()``
 succeeded, so a crash never leaves a dataset that looks complete. ``root/datafarm_harvest.json``
 maps each LeRobot episode index back to the farm's episode index and folder, and holds the
@@ -156,6 +159,8 @@ class _Prepared:
     action: np.ndarray
     videos: dict[str, Path]
     resolutions: dict[str, tuple[int, int]]
+    first_frame: int = 0  # a recovery episode's demonstration_start: the recorded frames before it are skipped
+    recovery: dict | None = None
 
 
 def _prepare(item: HarvestItem, fps: int) -> _Prepared:
@@ -172,8 +177,14 @@ def _prepare(item: HarvestItem, fps: int) -> _Prepared:
     if state.shape != action.shape or state.ndim != 2 or state.shape[1] != DOF or len(state) == 0:
         raise HarvestError(f"episode {item.index} ({item.episode_dir / 'data.npz'}): state {state.shape} and action "
                            f"{action.shape} must both be (T, {DOF}) with T > 0")
+    recovery = episode.meta.get("recovery")
+    first = int(recovery["demonstration_start"]) if recovery else 0
+    if not 0 <= first < len(state):
+        raise HarvestError(f"episode {item.index} ({item.episode_dir / 'episode.json'}): its demonstration starts at "
+                           f"frame {first} of {len(state)}; record the episode again")
     videos = _video_paths(item, episode)
-    return _Prepared(item, state, action, videos, {camera: _probe_video(path) for camera, path in videos.items()})
+    return _Prepared(item, state[first:], action[first:], videos,
+                     {camera: _probe_video(path) for camera, path in videos.items()}, first, recovery)
 
 
 def _write_episode(dataset, prepared: _Prepared, task: str) -> int:
@@ -181,13 +192,17 @@ def _write_episode(dataset, prepared: _Prepared, task: str) -> int:
     item, rows = prepared.item, len(prepared.state)
     streams = {camera: _iter_frames(path) for camera, path in prepared.videos.items()}
     try:
+        for stream in streams.values():
+            for _ in range(prepared.first_frame):
+                next(stream, None)  # the disturbance's frames: the recorded episode keeps them, the dataset does not
         for t in range(rows):
             frame: dict = {"observation.state": prepared.state[t], "action": prepared.action[t], "task": task}
             for camera, stream in streams.items():
                 image = next(stream, None)
                 if image is None:
-                    raise HarvestError(f"episode {item.index}: video {prepared.videos[camera]} has {t} frames but "
-                                       f"the episode has {rows} rows; re-render it at the episode's frame count")
+                    raise HarvestError(f"episode {item.index}: video {prepared.videos[camera]} has "
+                                       f"{prepared.first_frame + t} frames but the episode has "
+                                       f"{prepared.first_frame + rows} rows; re-render it at the episode's frame count")
                 frame[CAMERA_KEYS[camera]] = image
             _wait_for_encoder_backlog(dataset)
             dataset.add_frame(frame)
@@ -327,7 +342,8 @@ def harvest(items: list[HarvestItem], root: Path, repo_id: str, fps: int, task: 
     previous = json.loads((extend / MANIFEST_NAME).read_text())["episodes"] if kept else []
     manifest = {"repo_id": repo_id, "fps": fps, "task": task, **(metadata or {}),
                 "episodes": previous + [{"lerobot_episode": n, "farm_index": p.item.index,
-                                         "episode_dir": str(p.item.episode_dir), "rendered": p.item.videos is not None}
+                                         "episode_dir": str(p.item.episode_dir), "rendered": p.item.videos is not None,
+                                         **({"recovery": p.recovery} if p.recovery else {})}
                                         for n, p in enumerate(prepared, start=len(kept))]}
     (staging / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2))
     staging.rename(root)

@@ -91,6 +91,8 @@ FIXES = {
     "render_options": "pass --render-option NAME=VALUE with an option of the chosen renderer",
     "push_to": "correct --push-to (or push_to in workspace.json)",
     "max_usd": "pass --max-usd with a positive number of USD (or leave it out: no budget)",
+    "randomization": "correct the randomization settings (datafarm/task/randomization.py's RandomizationConfig), "
+                     "e.g. --recovery-fraction from 0 to 1",
     "review": "name review limits as datafarm/review/report.py's ReviewThresholds does, with numbers",
 }
 
