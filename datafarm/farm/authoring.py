@@ -163,7 +163,9 @@ def contract(workspace: Workspace) -> dict:
         renderer=settings.renderer, cameras=list(CAMERAS), fps=load_rig_config().timing.control_hz,
         prompts={camera: f"{package.info.instruction} Real AgileX dual-arm PiPER rig, {camera} camera view, "
                          "photographic, consistent lighting." for camera in CAMERAS},
-        appearance=["tablecloth texture", "light colour and intensity"], seed=settings.seed_start,
+        appearance=["tablecloth texture", "light colour and intensity",
+                    *(["background plate and room light"] if settings.randomization.background else [])],
+        seed=settings.seed_start,
     ).model_dump(mode="json")
     workspace.write_json("contract.json", contract_data)
     workspace.write_json("render_contract.json", render_contract)

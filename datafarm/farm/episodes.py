@@ -146,7 +146,7 @@ def render_episode(workspace: Workspace, index: int, renderer, references: dict[
     contract = RenderContract.model_validate(workspace.read_json("render_contract.json")) \
         if workspace.path("render_contract.json").exists() else RenderContract()
     result = workspace.read_json(f"{episode_dir(index)}/result.json")
-    appearance = sample_appearance(result["seed"], texture_pool)
+    appearance = sample_appearance(result["seed"], texture_pool, settings_of(workspace).randomization.background)
     staging = workspace.path(episode_dir(index), ".render-staging")
     if staging.exists():
         shutil.rmtree(staging)

@@ -58,10 +58,11 @@ def unseen_appearance(seed: int) -> Appearance:
                       texture=held_out_texture(look.kind, list(look.colors)))
 
 
-def trial_appearance(kind: str, seed: int, texture_pool) -> Appearance:
-    """The appearance a trial on `seed` is rendered in; `texture_pool` is the farm's (datafarm.farm.episodes)."""
+def trial_appearance(kind: str, seed: int, texture_pool, background: bool = False) -> Appearance:
+    """The appearance a trial on `seed` is rendered in; `texture_pool` is the farm's (datafarm.farm.episodes),
+    `background` whether the workspace randomizes the background (the unseen set keeps the calibration's)."""
     if kind == "original":
-        return sample_appearance(seed, texture_pool)
+        return sample_appearance(seed, texture_pool, background)
     if kind == "unseen":
         return unseen_appearance(seed)
     raise ValueError(f"unknown appearance {kind!r}; choose one of {APPEARANCES}")

@@ -144,7 +144,7 @@ class Trial:
         self.rig = self.world.rig
         self.env = TaskEnv(self.rig, self.world.scene, self.world.max_steps, None, self.world.sample.perturbations)
         self.env.record_initial_state()
-        self.look = trial_appearance(appearance, seed, setup.texture_pool)
+        self.look = trial_appearance(appearance, seed, setup.texture_pool, setup.randomization.background)
         wanted = CAMERAS if cameras is None else cameras
         self.cameras = [c for c in self.rig.cameras if c in wanted]
         hz = self.rig.config.timing.control_hz

@@ -6,7 +6,8 @@ whole-episode render samples them across the episode, a live stream has only its
   robot and the task objects;
 - per wrist camera, a transfer from the sim background to that camera's real references (wrist cameras
   move, so no plate fits them);
-- the head camera's background plate (`references["head"][0]`, cropped and resized to the view);
+- the head camera's background plate (`references["head"][0]`, cropped and resized to the view),
+  under the episode's background look (datafarm.render.appearance: relit or another backdrop, or as it is);
 - the table plane height and a shading reference (a high percentile of the sim table's luminance).
 
 Per time step (`CompositeStream.frame`, the one per-frame function: the whole-episode `render` calls it for
@@ -123,6 +124,12 @@ class CompositeStream:
         self.scale = appearance.texture_scale_m
         self.gains = appearance.light_gains
         self.canvas = np.zeros((sum(v.height for v in views), max(v.width for v in views), 3), np.uint8)
+        # The background family: each view's room light and backdrop; the head's plate restyled once.
+        self.background = appearance.background
+        self.restyled = self.background.look != "calibration"
+        self.room_light = {v.camera: self.background.light(v.width, v.height) for v in views} if self.restyled else {}
+        self.backdrop = {v.camera: self.background.pattern(v.width, v.height) for v in views} if self.restyled else {}
+        self.plates = {v.camera: self._restyle(v.camera, v.plate, slice(None)) for v in views if v.plate is not None}
 
     @property
     def cameras(self) -> list[str]:
@@ -146,15 +153,25 @@ class CompositeStream:
             _scatter(result, table, self._table_texture(view, sim[view.camera].extrinsic, table) * shading[:, None])
             background = np.flatnonzero(classes == BACKGROUND)
             if view.plate is not None:
-                _scatter(result, background, np.take(view.plate, background, axis=0))
+                _scatter(result, background, np.take(self.plates[view.camera], background, axis=0))
             else:
                 transfer = view.background_transfer or self.foreground
-                _scatter(result, background, transfer.apply(np.take(source, background, axis=0)))
+                values = transfer.apply(np.take(source, background, axis=0))
+                _scatter(result, background, self._restyle(view.camera, values, background))
             out[rows, :view.width] = result.reshape(view.height, view.width, 3)
         out *= self.gains
         rendered = linear_to_srgb(out)
         return {view.camera: np.ascontiguousarray(rendered[view.y0:view.y0 + view.height, :view.width])
                 for view in self.views}
+
+    def _restyle(self, camera: str, values: np.ndarray, pixels) -> np.ndarray:
+        """Background colours (linear, one row per pixel of `pixels`) under this episode's background look."""
+        if not self.restyled:
+            return values
+        backdrop = self.backdrop[camera]
+        if backdrop is not None:
+            values = backdrop[pixels] * luminance(values)[:, None]
+        return values * self.room_light[camera][pixels]
 
     def _table_texture(self, view: _View, extrinsic: np.ndarray, pixels: np.ndarray) -> np.ndarray:
         """Linear texture colour (len(pixels), 3) where the rays of `pixels` (flat indices) meet the table.

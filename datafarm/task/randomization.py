@@ -2,7 +2,8 @@
 
 Families (each can be switched off): execution (start-pose noise, speed scaling, an arm displaced
 mid-episode, and in `recovery_fraction` of the episodes a recovery disturbance: datafarm.task.recovery), geometry (object poses and sizes within the scene spec's ranges), appearance (table
-colour, light colour, intensity and direction, object colour jitter), camera (extrinsic jitter).
+colour, light colour, intensity and direction, object colour jitter), camera (extrinsic jitter), and the
+render's background (the plate behind the table and its room light: datafarm.render.appearance).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class RandomizationConfig(BaseModel):
     geometry: bool = True
     appearance: bool = True
     camera: bool = True
+    background: bool = True  # the render's background plate and room light (datafarm.render.appearance)
     start_noise: float = 0.05  # rad, per joint
     speed: tuple[float, float] = (0.8, 1.2)
     perturbation_probability: float = 0.3
@@ -48,7 +50,7 @@ class RandomizationConfig(BaseModel):
 
     @classmethod
     def none(cls) -> RandomizationConfig:
-        return cls(execution=False, geometry=False, appearance=False, camera=False)
+        return cls(execution=False, geometry=False, appearance=False, camera=False, background=False)
 
 
 @dataclass
