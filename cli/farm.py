@@ -37,10 +37,9 @@ def prepare(
                                 "delivery there (only what is new or changed)."),
     max_usd: float = typer.Option(None, "--max-usd", help="The workspace's whole budget in USD: no work starts "
                                   "once the cost ledger reaches it (none: no budget)."),
-    recovery_fraction: float = typer.Option(None, "--recovery-fraction", help="Share of the episodes (0 to 1) that are "
-                                            "recovery episodes: the arm pushed off its path or the object taken away "
-                                            "at the grasp, the expert recovering (for tasks whose task.yaml lists "
-                                            "`recovery` kinds)."),
+    randomization: list[str] = typer.Option([], "--randomization", help="NAME=VALUE randomization setting (datafarm/"
+                                            "task/randomization.py), e.g. geometry=false (a family off), "
+                                            "recovery_fraction=0.3 (that share of recovery episodes)."),
 ) -> None:
     """Bind a calibration episode (or a single photo) and a request to a new workspace."""
     from datafarm.farm.prepare import prepare as run_prepare
@@ -57,10 +56,11 @@ def prepare(
     else:
         request = sys.stdin.read() if str(request_file) == "-" else _read(request_file)
     settings = {"target_count": target_count, "renderer": renderer, "render_model": render_model,
-                "render_worker": render_worker, "render_options": _options(render_option), "push_to": push_to,
+                "render_worker": render_worker, "render_options": _options(render_option, "--render-option", "steps=12"),
+                "push_to": push_to,
                 "max_usd": max_usd}
-    if recovery_fraction is not None:
-        settings["randomization"] = {"recovery_fraction": recovery_fraction}
+    if randomization:
+        settings["randomization"] = _options(randomization, "--randomization", "recovery_fraction=0.3")
     if image is not None:
         workspace = prepare_photo(image, request, output, settings)
     else:
@@ -68,20 +68,28 @@ def prepare(
     console.print(f"workspace ready: [bold]{workspace.root}[/bold]; next: datafarm farm {workspace.root}")
 
 
-def _options(pairs: list[str]) -> dict[str, int | float | str]:
-    """NAME=VALUE pairs -> options, numbers as numbers."""
-    options: dict[str, int | float | str] = {}
+def _options(pairs: list[str], flag: str, example: str) -> dict[str, object]:
+    """NAME=VALUE pairs -> options: numbers as numbers, true/false as booleans, numbers A,B as a list."""
+    options: dict[str, object] = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep or not name:
-            raise BadInput(f"--render-option {pair!r} is not NAME=VALUE; e.g. --render-option steps=12")
-        for kind in (int, float):
-            try:
-                options[name] = kind(value)
-                break
-            except ValueError:
-                options[name] = value
+            raise BadInput(f"{flag} {pair!r} is not NAME=VALUE; e.g. {flag} {example}")
+        parts = [_value(v) for v in value.split(",")]
+        numbers = len(parts) > 1 and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in parts)
+        options[name] = parts if numbers else _value(value)
     return options
+
+
+def _value(text: str) -> int | float | bool | str:
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            continue
+    return text
 
 
 def _read(path: Path) -> str:

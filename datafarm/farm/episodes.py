@@ -138,15 +138,27 @@ def texture_pool():
     return TexturePool(real=tuple(real))
 
 
+def episode_appearance(seed: int, texture_pool, randomization, fixed_seed: int = 0):
+    """How the render shows episode `seed`: its own draw of tablecloth and light, or with the appearance
+    family off one fixed look (`fixed_seed`'s) for every episode; its background when that family is on."""
+    import dataclasses
+
+    from datafarm.render.appearance import CALIBRATION_BACKGROUND, sample_appearance, sample_background
+
+    appearance = sample_appearance(seed if randomization.appearance else fixed_seed, texture_pool)
+    return dataclasses.replace(appearance, background=sample_background(seed) if randomization.background
+                               else CALIBRATION_BACKGROUND)
+
+
 def render_episode(workspace: Workspace, index: int, renderer, references: dict[str, list],
                    texture_pool) -> dict[str, Path]:
-    from datafarm.render import sample_appearance
     from datafarm.render.contract import RenderContract
 
     contract = RenderContract.model_validate(workspace.read_json("render_contract.json")) \
         if workspace.path("render_contract.json").exists() else RenderContract()
     result = workspace.read_json(f"{episode_dir(index)}/result.json")
-    appearance = sample_appearance(result["seed"], texture_pool, settings_of(workspace).randomization.background)
+    settings = settings_of(workspace)
+    appearance = episode_appearance(result["seed"], texture_pool, settings.randomization, settings.seed_start)
     staging = workspace.path(episode_dir(index), ".render-staging")
     if staging.exists():
         shutil.rmtree(staging)

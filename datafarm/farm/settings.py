@@ -92,7 +92,7 @@ FIXES = {
     "push_to": "correct --push-to (or push_to in workspace.json)",
     "max_usd": "pass --max-usd with a positive number of USD (or leave it out: no budget)",
     "randomization": "correct the randomization settings (datafarm/task/randomization.py's RandomizationConfig), "
-                     "e.g. --recovery-fraction from 0 to 1",
+                     "with --randomization NAME=VALUE, e.g. --randomization recovery_fraction=0.3",
     "review": "name review limits as datafarm/review/report.py's ReviewThresholds does, with numbers",
 }
 

@@ -58,11 +58,15 @@ def unseen_appearance(seed: int) -> Appearance:
                       texture=held_out_texture(look.kind, list(look.colors)))
 
 
-def trial_appearance(kind: str, seed: int, texture_pool, background: bool = False) -> Appearance:
-    """The appearance a trial on `seed` is rendered in; `texture_pool` is the farm's (datafarm.farm.episodes),
-    `background` whether the workspace randomizes the background (the unseen set keeps the calibration's)."""
+def trial_appearance(kind: str, seed: int, texture_pool, randomization=None, fixed_seed: int = 0) -> Appearance:
+    """The appearance a trial on `seed` is rendered in: `original` as the farm renders its episodes
+    (`texture_pool` and the workspace's `randomization`, datafarm.farm.episodes), or the unseen set's."""
     if kind == "original":
-        return sample_appearance(seed, texture_pool, background)
+        if randomization is None:
+            return sample_appearance(seed, texture_pool)
+        from datafarm.farm.episodes import episode_appearance
+
+        return episode_appearance(seed, texture_pool, randomization, fixed_seed)
     if kind == "unseen":
         return unseen_appearance(seed)
     raise ValueError(f"unknown appearance {kind!r}; choose one of {APPEARANCES}")

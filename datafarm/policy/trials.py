@@ -53,6 +53,7 @@ class TrialSetup:
     rig_config: RigConfig
     references: dict[str, list[np.ndarray]] = field(repr=False)
     texture_pool: object = field(repr=False)
+    seed_start: int = 0  # the fixed look's seed when the appearance family is off (datafarm.farm.episodes)
 
 
 def trial_setup(workspace: Workspace) -> TrialSetup:
@@ -66,7 +67,8 @@ def trial_setup(workspace: Workspace) -> TrialSetup:
         raise Unavailable(f"closed-loop evaluation renders frame by frame, which only the 'composite' renderer "
                           f"does; this workspace renders with {settings.renderer!r}: evaluate a composite workspace")
     return TrialSetup(workspace.root, workspace_package(workspace), settings.randomization,
-                      calibrated_rig_config(workspace), calibration_references(workspace), texture_pool())
+                      calibrated_rig_config(workspace), calibration_references(workspace), texture_pool(),
+                      settings.seed_start)
 
 
 @dataclass
@@ -144,7 +146,7 @@ class Trial:
         self.rig = self.world.rig
         self.env = TaskEnv(self.rig, self.world.scene, self.world.max_steps, None, self.world.sample.perturbations)
         self.env.record_initial_state()
-        self.look = trial_appearance(appearance, seed, setup.texture_pool, setup.randomization.background)
+        self.look = trial_appearance(appearance, seed, setup.texture_pool, setup.randomization, setup.seed_start)
         wanted = CAMERAS if cameras is None else cameras
         self.cameras = [c for c in self.rig.cameras if c in wanted]
         hz = self.rig.config.timing.control_hz

@@ -39,6 +39,7 @@ PUSH_SECONDS = 0.4  # a shove, not a slow guide
 LET_GO_SECONDS = 0.2  # the person's hand leaves the arm before the expert acts again
 HANDS_OFF_DISTANCE = 0.06  # m: a TCP nearer an object than this may be about to handle it
 MIN_TCP_HEIGHT = 0.06  # m above the table: a push never drives the gripper into it
+BASE_CLEARANCE = 0.22  # m: no object is set down nearer an arm's base than this
 
 
 class Disturbed(BaseException):
@@ -151,7 +152,8 @@ class Disturber:
         before = obj.pose()
         place = self._relocation(env, skills, name)
         if place is None:
-            env.note("disturbance_skipped", kind="misgrasp", object=name, reason="no free reachable place")
+            env.note("disturbance_skipped", recovery={"kind": "misgrasp", "object": name,
+                                                      "reason": "no free place an arm can grasp at"})
             return
         moved = before.copy()
         moved[:2, 3] = place
@@ -227,6 +229,8 @@ class Disturber:
                     continue
                 if min(np.hypot(*(env.rig.tcp_pose(s)[:2, 3] - place)) for s in SIDES) < 2 * HANDS_OFF_DISTANCE:
                     continue  # not under a gripper
+                if min(np.hypot(*(np.asarray(env.rig.config.arms[s].xyz[:2]) - place)) for s in SIDES) < BASE_CLEARANCE:
+                    continue  # not at an arm's foot, where the gripper must fold back on itself
                 if any(skills.can_grasp_at(side, [*place, obj.center()[2]]) for side in SIDES):
                     return place
         return None

@@ -124,3 +124,19 @@ def test_a_library_error_wrapped_by_another_is_found(tmp_path, monkeypatch):
         wrapped = outer
     result = runner.invoke(_app_raising(wrapped), ["fail", "x"])
     assert result.exit_code == 4 and result.output.startswith("error: the build phase's LLM spend")
+
+
+def test_prepare_sets_randomization_families_and_refuses_a_bad_one(synthetic_calibration, tmp_path):
+    import json
+
+    base = ["prepare", "--episode", str(synthetic_calibration), "--instruction", "Place the apple on the scale.",
+            "--target-count", "2"]
+    result = runner.invoke(app, [*base, "--output", str(tmp_path / "ws"), "--randomization", "geometry=false",
+                                 "--randomization", "recovery_fraction=0.3", "--randomization", "push_distance=0.05,0.1"])
+    assert result.exit_code == 0, result.output
+    randomization = json.loads((tmp_path / "ws" / "workspace.json").read_text())["settings"]["randomization"]
+    assert randomization["geometry"] is False and randomization["recovery_fraction"] == 0.3
+    assert randomization["push_distance"] == [0.05, 0.1] and randomization["execution"] is True
+    refused = runner.invoke(app, [*base, "--output", str(tmp_path / "bad"), "--randomization", "recovery_fraction=2"])
+    assert refused.exit_code == 2 and "recovery_fraction" in refused.output and "--randomization" in refused.output
+    assert not (tmp_path / "bad").exists()

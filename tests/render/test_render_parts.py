@@ -63,7 +63,7 @@ def test_sample_appearance_is_seeded_and_recorded():
     assert first.to_dict() == again.to_dict() and np.array_equal(first.texture, again.texture)
     assert first.to_dict() != other.to_dict()
     record = first.to_dict()
-    assert set(record) == {"seed", "texture", "light"}
+    assert set(record) == {"seed", "texture", "light", "background"}
     assert np.isclose(np.mean(record["light"]["tint"]), 1.0, atol=1e-3)
     sources = {sample_appearance(seed, pool).texture_source for seed in range(40)}
     assert sources == {"real", "procedural"}
