@@ -45,7 +45,8 @@ class Background:
     def light(self, width: int, height: int) -> np.ndarray:
         """(H * W, 3) linear multipliers of one view's background pixels: the room's light over the view."""
         y, x = np.mgrid[0:height, 0:width].astype(np.float32)
-        ramp = 1 + self.gradient[0] * (2 * x / max(width - 1, 1) - 1) + self.gradient[1] * (2 * y / max(height - 1, 1) - 1)
+        across, down = 2 * x / max(width - 1, 1) - 1, 2 * y / max(height - 1, 1) - 1  # -1..1 from the middle
+        ramp = 1 + self.gradient[0] * across + self.gradient[1] * down
         return (ramp.reshape(-1, 1) * np.asarray(self.gains, np.float32)).astype(np.float32)
 
     def pattern(self, width: int, height: int) -> np.ndarray | None:

@@ -2,7 +2,8 @@
 
 Everything moves through `step(action)`: it steps the rig (recording cameras when a recorder is
 attached), appends the trace row, applies any scheduled perturbation, and enforces the episode's
-step limit. The expert reads privileged simulator state (object poses, fixture states) from here.
+step limit; a recovery episode's disturbance (datafarm.task.recovery) comes in through it too. The
+expert reads privileged simulator state (object poses, fixture states) from here.
 """
 
 from __future__ import annotations
@@ -61,7 +62,6 @@ class TaskEnv:
         self.perturbations = sorted(perturbations or [], key=lambda p: p.at_step)
         self.trace = TraceRecorder()
         self.disturber = disturber  # a recovery episode's disturbance (datafarm.task.recovery)
-        self.disturbance: dict | None = None  # what it did, once done
         for fixture in scene.fixtures.values():
             rig.substep_hooks.append(fixture.after_substep)
 
@@ -117,7 +117,6 @@ class TaskEnv:
 
     def record_disturbance(self, record: dict) -> None:
         """Note what a disturbance did, in the trace and in the recorded episode's metadata."""
-        self.disturbance = record
         self.note("disturbance", recovery=record)
         if self.recorder:
             self.recorder.metadata["recovery"] = record

@@ -1,9 +1,10 @@
 """Per-episode randomization, sampled from one seed so any episode replays exactly.
 
 Families (each can be switched off): execution (start-pose noise, speed scaling, an arm displaced
-mid-episode, and in `recovery_fraction` of the episodes a recovery disturbance: datafarm.task.recovery), geometry (object poses and sizes within the scene spec's ranges), appearance (table
-colour, light colour, intensity and direction, object colour jitter), camera (extrinsic jitter), and the
-render's background (the plate behind the table and its room light: datafarm.render.appearance).
+mid-episode, and in `recovery_fraction` of the episodes a recovery disturbance: datafarm.task.recovery),
+geometry (object poses and sizes within the scene spec's ranges), appearance (table colour, light colour,
+intensity and direction, object colour jitter), camera (extrinsic jitter), and the render's background
+(the plate behind the table and its room light: datafarm.render.appearance).
 """
 
 from __future__ import annotations

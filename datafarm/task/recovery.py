@@ -100,7 +100,8 @@ class Obstacle:
 class Disturber:
     """Carries out one episode's `Disturbance` through a `TaskEnv` (which calls it); at most once."""
 
-    def __init__(self, disturbance: Disturbance, obstacles: dict[str, Obstacle], table: tuple[float, float, float, float]):
+    def __init__(self, disturbance: Disturbance, obstacles: dict[str, Obstacle],
+                 table: tuple[float, float, float, float]):
         self.disturbance = disturbance
         self.obstacles = obstacles  # fixtures and objects as placed, by name
         self.table = table  # x_min, x_max, y_min, y_max of where an object may be set down
@@ -140,7 +141,8 @@ class Disturber:
                                                    arm.max_velocity, 10.0, PUSH_SECONDS))
         moved = env.rig.tcp_pose(side)[:3, 3] - start
         self._raise(env, {"kind": "push", "side": side, "at_step": start_step, "drawn_m": round(d.distance, 4),
-                          "displacement_m": np.round(moved, 4).tolist(), "distance_m": round(float(np.linalg.norm(moved)), 4)})
+                          "displacement_m": np.round(moved, 4).tolist(),
+                          "distance_m": round(float(np.linalg.norm(moved)), 4)})
 
     def grasp_closing(self, env: TaskEnv, skills: Skills, side: str, name: str) -> None:
         """At the first grasp: move the object away before the fingers close, then close them on nothing."""

@@ -26,7 +26,7 @@ from datafarm.sim.rig import DualArmRig
 from datafarm.skills import Skills
 from datafarm.task.env import EpisodeTimeout, TaskEnv
 from datafarm.task.package import TaskPackage, judge_hidden
-from datafarm.task.randomization import (EpisodeSample, RandomizationConfig, footprint_radius, apply_to_rig_config,
+from datafarm.task.randomization import (EpisodeSample, RandomizationConfig, apply_to_rig_config, footprint_radius,
                                          sample_episode)
 from datafarm.task.recovery import Disturbed, Disturber, Obstacle
 from datafarm.task.trace import Trace
@@ -194,9 +194,9 @@ def _solve(expert, env: TaskEnv, skills: Skills, params: dict) -> None:
 def _disturber(package: TaskPackage, sample: EpisodeSample, config: RigConfig) -> Disturber | None:
     if sample.disturbance is None:
         return None
-    spec = package.scene
-    obstacles = {item.name: Obstacle(sample.placements[item.name].x, sample.placements[item.name].y, footprint_radius(item))
-                 for item in [*spec.fixtures, *spec.objects]}
+    placed = sample.placements
+    obstacles = {item.name: Obstacle(placed[item.name].x, placed[item.name].y, footprint_radius(item))
+                 for item in [*package.scene.fixtures, *package.scene.objects]}
     (cx, cy), (sx, sy) = config.table.center, config.table.size
     margin = 0.05  # an object set down this far inside the table's edge
     return Disturber(sample.disturbance, obstacles, (cx - sx / 2 + margin, cx + sx / 2 - margin,
