@@ -10,8 +10,8 @@ import sapien
 
 from datafarm.geometry import X_TO_Z, rpy_to_matrix
 from datafarm.scene.fixtures import Fixture, build_fixture
-from datafarm.scene.spec import (BoxGeometry, CupGeometry, CylinderGeometry, MeshGeometry, ObjectSpec,
-                                 SceneSpec, SphereGeometry)
+from datafarm.scene.spec import (BoxGeometry, CompoundGeometry, CupGeometry, CylinderGeometry, MeshGeometry,
+                                 ObjectSpec, SceneSpec, SphereGeometry)
 from datafarm.sim.rig import DualArmRig, pose_matrix, sapien_pose
 
 
@@ -98,6 +98,8 @@ def _add_shapes(builder: sapien.ActorBuilder, spec: ObjectSpec, scale: float, pa
         return height
     if isinstance(geometry, CupGeometry):
         return _add_cup(builder, geometry, scale, material, render)
+    if isinstance(geometry, CompoundGeometry):
+        return _add_compound(builder, geometry, scale, material, render)
     if isinstance(geometry, MeshGeometry):
         if package_dir is None:
             raise ValueError(f"{spec.name}: a mesh object needs its task package folder to find {geometry.file}")
@@ -122,6 +124,25 @@ def _add_cup(builder, geometry: CupGeometry, scale: float, material, render) -> 
         builder.add_box_collision(pose, half, material=material)
         builder.add_box_visual(pose, half, material=render)
     return height
+
+
+def _add_compound(builder, geometry: CompoundGeometry, scale: float, material, render) -> float:
+    """Each part as its own primitive collision and visual shape; returns the parts' top."""
+    for part in geometry.parts:
+        pose = sapien.Pose(np.asarray(part.xyz) * scale)
+        pose.set_rpy(part.rpy)
+        if part.shape == "box":
+            half = np.asarray(part.half_size) * scale
+            builder.add_box_collision(pose, half, material=material)
+            builder.add_box_visual(pose, half, material=render)
+        elif part.shape == "sphere":
+            builder.add_sphere_collision(pose, part.radius * scale, material=material)
+            builder.add_sphere_visual(pose, part.radius * scale, material=render)
+        else:  # SAPIEN's cylinders run along x: turn them onto the part's z
+            along_z = pose * sapien.Pose(q=list(X_TO_Z))
+            builder.add_cylinder_collision(along_z, part.radius * scale, part.height * scale / 2, material=material)
+            builder.add_cylinder_visual(along_z, part.radius * scale, part.height * scale / 2, material=render)
+    return float(max(part.corners()[:, 2].max() for part in geometry.parts) * scale)
 
 
 def _add_mesh(builder, geometry: MeshGeometry, scale: float, path: Path, material, render) -> float:

@@ -10,10 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
+import numpy as np
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from datafarm.errors import BadInput
+from datafarm.geometry import rpy_to_matrix
 from datafarm.scene.fixtures import known_fixture_kind
 from datafarm.validation import describe
 
@@ -75,8 +77,53 @@ class MeshGeometry(_Strict):
     coacd_threshold: float = 0.05
 
 
-Geometry = Annotated[Union[BoxGeometry, SphereGeometry, CylinderGeometry, CupGeometry, MeshGeometry],
-                     Field(discriminator="shape")]
+class Part(_Strict):
+    """One primitive of a compound, its centre at `xyz` and turned by `rpy` in the object's frame.
+    A box needs `half_size`; a cylinder `radius` and `height` (along its own z); a sphere `radius`."""
+
+    shape: Literal["box", "cylinder", "sphere"]
+    half_size: tuple[float, float, float] | None = None
+    radius: float | None = Field(None, gt=0)
+    height: float | None = Field(None, gt=0)
+    xyz: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    rpy: tuple[float, float, float] = (0.0, 0.0, 0.0)
+
+    @model_validator(mode="after")
+    def _sized(self) -> Part:
+        needed = {"box": ["half_size"], "cylinder": ["radius", "height"], "sphere": ["radius"]}[self.shape]
+        missing = [name for name in needed if getattr(self, name) is None]
+        if missing:
+            raise ValueError(f"a {self.shape} part needs {missing}")
+        return self
+
+    def corners(self) -> np.ndarray:
+        """(8, 3) corners of the part's bounding box in the object's frame."""
+        if self.shape == "box":
+            half = np.asarray(self.half_size)
+        elif self.shape == "cylinder":
+            half = np.array([self.radius, self.radius, self.height / 2])
+        else:
+            half = np.full(3, self.radius)
+        signs = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)])
+        return (signs * half) @ rpy_to_matrix(self.rpy).T + np.asarray(self.xyz)
+
+
+class CompoundGeometry(_Strict):
+    """A rigid union of primitives (a screw, a nut, a basket): exact convex parts, no decomposition.
+    The object's frame origin is its bottom centre, so the parts' lowest point should be at z = 0."""
+
+    shape: Literal["compound"] = "compound"
+    parts: list[Part] = Field(min_length=1)
+
+    @property
+    def half_size(self) -> tuple[float, float, float]:
+        """Half extents of the parts' bounding box about the origin (the footprint, for placement)."""
+        corners = np.vstack([part.corners() for part in self.parts])
+        return (float(np.abs(corners[:, 0]).max()), float(np.abs(corners[:, 1]).max()), float(corners[:, 2].max() / 2))
+
+
+Geometry = Annotated[Union[BoxGeometry, SphereGeometry, CylinderGeometry, CupGeometry, MeshGeometry,
+                           CompoundGeometry], Field(discriminator="shape")]
 
 
 class ObjectSpec(_Placed):
