@@ -152,7 +152,7 @@ def test_a_hanging_expert_is_stopped_at_its_wall_limit_and_the_next_seed_runs(ap
 def test_an_untouched_object_is_nudged_and_the_expert_goes_for_it_where_it_now_is(apple):
     config = RandomizationConfig(perturbation_probability=0.0, object_nudge_probability=1.0,
                                  perturbation_window=(0.3, 0.4), appearance=False, camera=False)
-    result = run_episode(apple, 5, config)
+    result = run_episode(apple, 1, config)
     applied = [e for e in result.trace.events if e["kind"] == "perturbation"]
     assert applied and applied[0]["applied"]["kind"] == "object", result.trace.events
     step = applied[0]["applied"]["at_step"]

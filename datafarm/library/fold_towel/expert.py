@@ -1,5 +1,5 @@
 """Expert for fold_towel: fold the towel in half far-to-near with both arms, then in half again
-left-to-right with the left arm."""
+sideways with the arm on the towel's side (left-to-right with the left arm when it lies centred)."""
 
 import numpy as np
 
@@ -58,12 +58,15 @@ def solve(env, skills, params):
                              layers=2, params=params), height=params["fold_height"], speed=params["carry_speed"])
     let_go(skills, ["left", "right"])
 
-    # Fold 2: the left arm pinches the near-left tab (the far-left corner lies on that corner, inside
-    # the coming fold) and lays the left pair onto the right pair, while the right arm waits out of the
-    # way at its rest pose.
-    rest = skills.ik["right"].fk(np.array(env.rig.config.rest_qpos))
-    _pinch(env, skills, towel, {"left": ["near_left"]}, params, park={"right": rest})
-    carry_fold(skills, _onto(skills, towel, {"left": ("near_left", "near_right")}, layers=3, params=params),
+    # Fold 2: the arm on the towel's side of the table (the left one when centred) pinches the near tab
+    # on its side (that far corner lies on the near corner, inside the coming fold) and lays its pair
+    # onto the other pair, while the other arm waits out of the way at its rest pose: the carry then
+    # ends over the table's middle, not out at the far side of the folding arm's reach.
+    side = "right" if towel.frame()[0, 3] > 0 else "left"
+    other = "left" if side == "right" else "right"
+    rest = skills.ik[other].fk(np.array(env.rig.config.rest_qpos))
+    _pinch(env, skills, towel, {side: [f"near_{side}"]}, params, park={other: rest})
+    carry_fold(skills, _onto(skills, towel, {side: (f"near_{side}", f"near_{other}")}, layers=3, params=params),
                height=params["fold_height"], speed=params["carry_speed"])
-    let_go(skills, ["left"])
-    skills.home(["left"])
+    let_go(skills, [side])
+    skills.home([side])
