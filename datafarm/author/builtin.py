@@ -38,6 +38,35 @@ CONCEPTS: dict[str, list[set[str]]] = {
         {"towel", "cloth", "napkin", "rag", "dishcloth", "tea towel"},
         {"fold", "double over", "crease"},
     ],
+    "lift_cone": [
+        {"cone", "traffic cone", "pylon"},
+        {"lift", "pick up", "pick", "raise", "grasp", "grab", "hoist", "hold up", "take"},
+    ],
+    "lift_brick": [  # block_in_drawer's "brick" needs its drawer and closing words besides
+        {"brick"},
+        {"lift", "pick up", "pick", "raise", "grasp", "grab", "hoist", "hold up", "take"},
+    ],
+    "lift_teapot": [
+        {"teapot", "tea pot", "kettle"},
+        {"lift", "pick up", "pick", "raise", "grasp", "grab", "hoist", "hold up", "take", "handle"},
+    ],
+    "pick_screw": [  # "sort the screws" stays refused: sorting is no picking word
+        {"screw", "bolt"},
+        {"pick up", "pick", "lift", "raise", "grab", "grasp", "take", "hold up"},
+    ],
+    "screw_in_basket": [
+        {"screw", "bolt"},
+        {"basket", "tray", "bin"},
+    ],
+    "nut_on_plate": [
+        {"nut", "hex nut"},
+        {"plate", "dish", "saucer"},
+    ],
+    "stack_bowls": [  # nest_cups' stacking words apply to cups, these to bowls
+        {"bowl", "basin"},
+        {"stack", "nest", "inside", "into the other", "in the other", "into another", "in another", "into the big",
+         "in the big", "into each other", "in each other", "within", "on top of each other"},
+    ],
 }
 
 HOW_TO_GET_AN_LLM_AUTHOR = (

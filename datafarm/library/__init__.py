@@ -14,6 +14,13 @@ BUILTIN_TASKS: dict[str, str] = {
     "strike_drum": "strike a drum at least twice",
     "block_in_drawer": "place a block in a drawer and close it",
     "fold_towel": "fold a towel twice",
+    "lift_cone": "lift a traffic cone off the table",
+    "lift_brick": "lift a heavy brick off the table",
+    "lift_teapot": "lift a teapot by its handle",
+    "pick_screw": "pick up a screw lying on the table",
+    "screw_in_basket": "put a screw into a basket",
+    "nut_on_plate": "put a nut on a plate",
+    "stack_bowls": "stack a small bowl into a big bowl",
 }
 
 

@@ -39,6 +39,55 @@ PARAPHRASES = {
         "please fold the tea towel into quarters",
         "double over the rag twice (fold it)",
     ],
+    "lift_cone": [
+        "Lift the traffic cone off the table.",
+        "pick up the cone",
+        "raise the orange cones up",
+        "grab the pylon and hold it up",
+        "please grasp the traffic cone and lift it",
+    ],
+    "lift_brick": [
+        "Lift the brick off the table.",
+        "pick the heavy brick up",
+        "raise the brick a few centimetres",
+        "grab the brick and hoist it",
+        "take the red brick up off the table",
+    ],
+    "lift_teapot": [
+        "Lift the teapot by its handle.",
+        "pick up the teapot by the handle",
+        "grab the tea pot's handle and raise it",
+        "hold the kettle by its handle and lift it off the table",
+        "raise the teapot using its handle",
+    ],
+    "pick_screw": [
+        "Pick up the screw.",
+        "lift the screw off the table",
+        "grab the little screw and hold it up",
+        "please pick the bolt up",
+        "grasp the screws lying on the table and raise it",
+    ],
+    "screw_in_basket": [
+        "Put the screw into the basket.",
+        "drop the screw in the basket",
+        "place a screw into the tray",
+        "move the bolt over to the basket and let go of it inside",
+        "put the screw away in the bin",
+    ],
+    "nut_on_plate": [
+        "Put the nut on the plate.",
+        "place the hex nut onto the plate",
+        "set the nut down on the dish",
+        "move the nuts onto the saucer",
+        "lay the nut flat on the plate please",
+    ],
+    "stack_bowls": [
+        "Stack the small bowl into the big bowl.",
+        "stack the bowls",
+        "nest the two bowls",
+        "put one bowl inside the other",
+        "place the small bowl in the big one",
+    ],
 }
 
 UNRELATED = [
