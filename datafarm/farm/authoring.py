@@ -182,7 +182,8 @@ def review_contract(workspace: Workspace) -> dict:
         "task_serves_request": _independent_match(request) in (contract_data["task"], None),
         "judge_rejects_doing_nothing": contract_data["negative_control"]["do_nothing_rejected"],
         "success_criteria_named": len(contract_data["success_criteria"]) >= 2,
-        "randomization_families_on": all(families[k] for k in ("execution", "geometry", "appearance", "camera")),
+        # every family as the workspace's settings have it: on, unless the user switched it off (an ablation)
+        "randomization_as_set": families == settings_of(workspace).randomization.model_dump(mode="json"),
         "all_cameras_rendered": set(render_contract["cameras"]) == set(CAMERAS),
         # the request's objects must be in the calibration scene (datafarm.survey.inventory)
         "scene_objects_in_inventory": not contract_data.get("not_in_inventory"),

@@ -267,7 +267,6 @@ class Skills:
         else:
             raise Unreachable(f"{side} arm: no grasp of {name} at {np.round(grasp_point, 3).tolist()} is reachable")
         self.move_linear(side, candidate, speed=0.6)
-        self.env.grasp_closing(self, side, name)  # a recovery episode may take the object away here
         self.set_gripper(side, squeeze, duration=0.6)
         self.wait(0.1)
         if self.gripper_opening(side) < CLOSED_EMPTY or not self.touching(side, name):

@@ -110,11 +110,6 @@ class TaskEnv:
         self._record_row()
         return report
 
-    def grasp_closing(self, skills, side: str, name: str) -> None:
-        """The grasp skill is about to close `side`'s fingers on `name` (a misgrasp may come here)."""
-        if self.disturber:
-            self.disturber.grasp_closing(self, skills, side, name)  # may raise Disturbed
-
     def record_disturbance(self, record: dict) -> None:
         """Note what a disturbance did, in the trace and in the recorded episode's metadata."""
         self.note("disturbance", recovery=record)

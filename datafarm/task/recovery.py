@@ -9,7 +9,7 @@ Two kinds, each a `Disturbance` drawn per episode from the seed (see `sample_dis
   and sets it down elsewhere (up to about 38 cm, at a place some arm can grasp it). The fingers close
   on nothing.
 
-The disturbance runs inside `TaskEnv.step` (or the grasp skill's `grasp_closing` hook) as steps of its
+The disturbance runs inside `TaskEnv.step`, whatever skill or code the expert moves with, as steps of its
 own; then `Disturbed` is raised into the expert's code and the episode runs the expert again from the
 disturbed state (datafarm.task.rollout). Only that continuation is the expert's demonstration: the
 episode records `demonstration_start`, the first frame after the disturbance, and the harvest keeps
@@ -30,7 +30,7 @@ from datafarm.sim.trajectory import quintic_trajectory
 from datafarm.task.package import RecoveryKind
 
 if TYPE_CHECKING:
-    from datafarm.skills.library import Skills
+    from datafarm.skills import Skills
     from datafarm.task.env import TaskEnv
 
 log = logging.getLogger(__name__)
@@ -40,6 +40,7 @@ LET_GO_SECONDS = 0.2  # the person's hand leaves the arm before the expert acts 
 HANDS_OFF_DISTANCE = 0.06  # m: a TCP nearer an object than this may be about to handle it
 MIN_TCP_HEIGHT = 0.06  # m above the table: a push never drives the gripper into it
 BASE_CLEARANCE = 0.22  # m: no object is set down nearer an arm's base than this
+GRASP_REACH = 0.04  # m beyond an object's footprint radius: a TCP this near, closing its fingers, grasps it
 
 
 class Disturbed(BaseException):
@@ -118,12 +119,20 @@ class Disturber:
             self._touched = env.contacts_between(robot, task) > 0
         return self._touched
 
-    # ----- the hooks TaskEnv calls ---------------------------------------------------------------
+    # ----- the hook TaskEnv.step calls ----------------------------------------------------------------
     def before_step(self, env: TaskEnv, action: np.ndarray) -> None:
+        """Carry out the disturbance if `action` (the expert's next) is its moment; may raise Disturbed."""
+        if self.done:
+            return
+        if self.disturbance.kind == "push":
+            self._maybe_push(env, action)
+        else:
+            self._maybe_misgrasp(env, action)
+
+    def _maybe_push(self, env: TaskEnv, action: np.ndarray) -> None:
         """Push an arm the expert is moving, once the moment has come and nothing is handled yet."""
         d = self.disturbance
-        if self.done or d.kind != "push" or self._handled(env) or env.rig.step_count < d.earliest_step \
-                or not _hands_off(env):
+        if self._handled(env) or env.rig.step_count < d.earliest_step or not _hands_off(env):
             return
         moving = [s for s in SIDES if np.abs(action[arm_slice(s)][:6] - env.arm_command(s)[:6]).max() > 1e-4]
         if not moving:
@@ -144,15 +153,28 @@ class Disturber:
                           "displacement_m": np.round(moved, 4).tolist(),
                           "distance_m": round(float(np.linalg.norm(moved)), 4)})
 
-    def grasp_closing(self, env: TaskEnv, skills: Skills, side: str, name: str) -> None:
-        """At the first grasp: move the object away before the fingers close, then close them on nothing."""
-        d = self.disturbance
-        if self.done or d.kind != "misgrasp" or name not in env.scene.objects or not _untouched(env):
+    def _maybe_misgrasp(self, env: TaskEnv, action: np.ndarray) -> None:
+        """At the first grasp (fingers starting to close at an untouched object, whatever skill or code
+        closes them): take the object away, then close the fingers on nothing."""
+        if not _untouched(env):
             return
+        for side in SIDES:
+            if action[arm_slice(side)][6] >= env.arm_command(side)[6] - 1e-4:
+                continue  # not closing
+            tcp = env.rig.tcp_pose(side)[:3, 3]
+            near = [o for o in env.scene.objects.values()
+                    if not o.spec.static and np.linalg.norm(o.center() - tcp) < _radius(o) + GRASP_REACH]
+            if near:
+                self._misgrasp(env, side, min(near, key=lambda o: np.linalg.norm(o.center() - tcp)).name)
+                return
+
+    def _misgrasp(self, env: TaskEnv, side: str, name: str) -> None:
+        from datafarm.skills import Skills  # lazily: datafarm.skills imports datafarm.task
+
         self.done = True
         obj = env.object(name)
         before = obj.pose()
-        place = self._relocation(env, skills, name)
+        place = self._relocation(env, Skills(env), name)
         if place is None:
             env.note("disturbance_skipped", recovery={"kind": "misgrasp", "object": name,
                                                       "reason": "no free place an arm can grasp at"})
