@@ -1,4 +1,5 @@
-"""The built-in reference tasks (the five tasks of the paper), each a task package folder here."""
+"""The built-in reference tasks, each a task package folder here: the paper's five, then seven grasping,
+placing and stacking tasks."""
 
 from __future__ import annotations
 
@@ -32,5 +33,5 @@ def get_task(name: str) -> TaskPackage:
 
 
 def available_tasks() -> list[str]:
-    """Built-in tasks whose package folder exists (all five once the library is complete)."""
+    """Built-in tasks whose package folder exists (every registered one, once the library is complete)."""
     return [name for name in BUILTIN_TASKS if (LIBRARY_DIR / name / "task.yaml").exists()]
