@@ -38,8 +38,9 @@ def canonical_instruction(workspace: Workspace) -> str:
 
 def harvest(workspace: Workspace) -> dict:
     """Write the admitted episodes into workspace/dataset (the request as every frame's task string),
-    then manifest.json. A top-up appends to the delivery when that holds the first of the admitted
-    episodes, unmodified and written with the same settings; otherwise every episode is written afresh."""
+    then manifest.json. A delivery that already holds exactly the admitted episodes, unmodified and written
+    with the same settings, is left as it is; a top-up appends to one that holds the first of them;
+    otherwise every episode is written afresh."""
     from datafarm.dataset.harvest import HarvestItem, extendable, harvest as write_dataset
     from datafarm.farm.progress import record_harvest_progress
 
@@ -58,6 +59,11 @@ def harvest(workspace: Workspace) -> dict:
     metadata = {"canonical_instruction": instruction, **randomization_metadata(workspace)}
     final = workspace.path("dataset")
     delivered = extendable(final, settings.repo_id, fps, task, metadata) if _delivery_unmodified(workspace) else []
+    if delivered == admitted and workspace.path("reports/harvest.json").exists():
+        # A rerun on a complete delivery: writing it again would change its files (and the manifest a
+        # trained policy names) for nothing.
+        log.info("harvest: up to date, %d episodes delivered", len(admitted), extra=NOTABLE)
+        return workspace.read_json("reports/harvest.json")
     kept = len(delivered) if 0 < len(delivered) < len(admitted) and delivered == admitted[:len(delivered)] else 0
     report = write_dataset(items[kept:], staging, settings.repo_id, fps, task,
                            progress=lambda done, total: record_harvest_progress(workspace, done, total),

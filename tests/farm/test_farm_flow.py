@@ -78,10 +78,15 @@ def test_a_rerun_skips_finished_phases(farmed_workspace, prefect_harness):
     workspace = Workspace.open(farmed_workspace)
     before = {p: workspace.phase_record(p).finished for p in ("survey", "build", "expert")}
     tried = len(attempts(workspace))
+    delivered = workspace.path("manifest.json").read_bytes()
+    written = workspace.path("dataset", "meta", "info.json").stat().st_mtime_ns
     assert farm_flow(str(farmed_workspace)).ok
     after = {p: workspace.phase_record(p).finished for p in ("survey", "build", "expert")}
     assert before == after
     assert len(attempts(workspace)) == tried  # no new rollouts
+    # the complete delivery is left as it is, not written again: a policy trained on it still names it
+    assert workspace.path("manifest.json").read_bytes() == delivered
+    assert workspace.path("dataset", "meta", "info.json").stat().st_mtime_ns == written
 
 
 def test_verify_catches_a_changed_byte(farmed_workspace, tmp_path):
