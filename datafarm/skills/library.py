@@ -232,19 +232,6 @@ class Skills:
         yaws = [0.0, np.pi / 2, np.pi, -np.pi / 2] if yaw is None else [yaw, yaw + np.pi]
         return [pose(position, top_down(y, tilt, lean)) for tilt in TILTS for y in yaws]
 
-    def can_grasp_at(self, side: str, point, approach: float = 0.08) -> bool:
-        """Whether some top-down grasp at `point` (world xyz), and its approach from above, are reachable."""
-        for candidate in self.grasp_candidates(side, np.asarray(point, dtype=float), None):
-            above = candidate.copy()
-            above[:3, 3] += -candidate[:3, 2] * approach
-            try:
-                self.solve(side, [candidate])
-                self.solve(side, [above])
-                return True
-            except Unreachable:
-                continue
-        return False
-
     @_skill
     def grasp(self, side: str, name: str, height: float | None = None, yaw: float | None = None,
               opening: float = 0.07, approach: float = 0.08, squeeze: float = 0.0) -> None:

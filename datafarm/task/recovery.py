@@ -30,7 +30,6 @@ from datafarm.sim.trajectory import quintic_trajectory
 from datafarm.task.package import RecoveryKind
 
 if TYPE_CHECKING:
-    from datafarm.skills import Skills
     from datafarm.task.env import TaskEnv
 
 log = logging.getLogger(__name__)
@@ -41,6 +40,7 @@ HANDS_OFF_DISTANCE = 0.06  # m: a TCP nearer an object than this may be about to
 MIN_TCP_HEIGHT = 0.06  # m above the table: a push never drives the gripper into it
 BASE_CLEARANCE = 0.22  # m: no object is set down nearer an arm's base than this
 GRASP_REACH = 0.04  # m beyond an object's footprint radius: a TCP this near, closing its fingers, grasps it
+GRASP_APPROACH = 0.08  # m: a grasp is reachable when the pose this far back along the gripper axis is too
 
 
 class Disturbed(BaseException):
@@ -169,12 +169,10 @@ class Disturber:
                 return
 
     def _misgrasp(self, env: TaskEnv, side: str, name: str) -> None:
-        from datafarm.skills import Skills  # lazily: datafarm.skills imports datafarm.task
-
         self.done = True
         obj = env.object(name)
         before = obj.pose()
-        place = self._relocation(env, Skills(env), name)
+        place = self._relocation(env, name, env.rig.tcp_pose(side))
         if place is None:
             env.note("disturbance_skipped", recovery={"kind": "misgrasp", "object": name,
                                                       "reason": "no free place an arm can grasp at"})
@@ -234,8 +232,9 @@ class Disturber:
                     continue
         return None
 
-    def _relocation(self, env: TaskEnv, skills: Skills, name: str) -> np.ndarray | None:
-        """A free place on the table, the drawn distance away (shorter if need be), that an arm can grasp at."""
+    def _relocation(self, env: TaskEnv, name: str, grasp: np.ndarray) -> np.ndarray | None:
+        """A free place on the table, the drawn distance away (shorter if need be), where some arm reaches
+        the grasp the expert was closing (`grasp`, a TCP pose), moved along with the object."""
         d = self.disturbance
         obj = env.object(name)
         start = obj.pose()[:2, 3]
@@ -255,9 +254,27 @@ class Disturber:
                     continue  # not under a gripper
                 if min(np.hypot(*(np.asarray(env.rig.config.arms[s].xyz[:2]) - place)) for s in SIDES) < BASE_CLEARANCE:
                     continue  # not at an arm's foot, where the gripper must fold back on itself
-                if any(skills.can_grasp_at(side, [*place, obj.center()[2]]) for side in SIDES):
+                if self._reachable(env, grasp, place - start):
                     return place
         return None
+
+    def _reachable(self, env: TaskEnv, grasp: np.ndarray, shift: np.ndarray) -> bool:
+        """Whether an arm reaches `grasp` moved by `shift` (x, y), and its approach from above, with either
+        finger order."""
+        for flip in (np.diag([1.0, 1.0, 1.0]), np.diag([-1.0, -1.0, 1.0])):
+            target = grasp.copy()
+            target[:2, 3] += shift
+            target[:3, :3] = grasp[:3, :3] @ flip
+            above = target.copy()
+            above[:3, 3] -= target[:3, 2] * GRASP_APPROACH
+            for side in SIDES:
+                try:
+                    for pose in (target, above):
+                        self.ik(env, side).solve(pose, seed=env.arm_command(side)[:6], restarts=2)
+                    return True
+                except IKError:
+                    continue
+        return False
 
     def _obstacles_now(self, env: TaskEnv) -> dict[str, Obstacle]:
         """The placed fixtures and objects, objects where they are now."""
