@@ -90,78 +90,102 @@ def footprint_radius(item) -> float:
     return item.footprint_radius
 
 
-def _sample_placements(spec: SceneSpec, rng: np.random.Generator, enabled: bool) -> dict[str, Placement]:
+def _sample_placements(spec: SceneSpec, rng: np.random.Generator) -> dict[str, Placement]:
     """Poses within ranges; items on the table are resampled until their footprints do not overlap."""
     items = [*spec.fixtures, *spec.objects]
     for _ in range(200):
         placements = {}
         for item in items:
             r = item.randomize
-            draw = (lambda lo_hi: rng.uniform(*lo_hi)) if enabled else (lambda lo_hi: 0.0)
-            scale = rng.uniform(*r.scale) if enabled else 1.0
-            placements[item.name] = Placement(item.xy[0] + draw(r.x), item.xy[1] + draw(r.y),
-                                              item.yaw + draw(r.yaw), scale)
+            scale = rng.uniform(*r.scale)
+            placements[item.name] = Placement(item.xy[0] + rng.uniform(*r.x), item.xy[1] + rng.uniform(*r.y),
+                                              item.yaw + rng.uniform(*r.yaw), scale)
         on_table = [i for i in items if i.support == "table"]
         clear = all(
             np.hypot(placements[a.name].x - placements[b.name].x, placements[a.name].y - placements[b.name].y)
             > footprint_radius(a) + footprint_radius(b) + 0.01
             for n, a in enumerate(on_table) for b in on_table[n + 1:]
         )
-        if clear or not enabled:
+        if clear:
             return placements
     raise ValueError("could not place the scene's objects without overlap in 200 draws: widen the table area "
                      "or narrow the randomization ranges in scene.yaml")
 
 
+def _nominal_placements(spec: SceneSpec) -> dict[str, Placement]:
+    return {item.name: Placement(item.xy[0], item.xy[1], item.yaw, 1.0) for item in [*spec.fixtures, *spec.objects]}
+
+
 def sample_episode(spec: SceneSpec, seed: int, config: RandomizationConfig, max_seconds: float,
                    control_hz: int, recovery_kinds: list[RecoveryKind] | tuple = ()) -> EpisodeSample:
+    """The episode's draws. Every family is drawn, in one order, whether it is on or not, and a family
+    that is off is then left at its nominal values: switching one off changes nothing else of the
+    episode, so a leave-one-out ablation compares like with like."""
     rng = np.random.default_rng(seed)
-    placements = _sample_placements(spec, rng, config.geometry)
-    fixture_params = {f.name: {k: float(f.params[k]) + (float(rng.uniform(*r)) if config.geometry else 0.0)
-                               for k, r in sorted(f.randomize_params.items())}
-                      for f in spec.fixtures if f.randomize_params}
+    placements = _sample_placements(spec, rng)
+    randomized = [f for f in spec.fixtures if f.randomize_params]
+    fixture_params = {f.name: {k: float(f.params[k]) + float(rng.uniform(*r))
+                               for k, r in sorted(f.randomize_params.items())} for f in randomized}
+    if not config.geometry:
+        placements = _nominal_placements(spec)
+        fixture_params = {f.name: {k: float(f.params[k]) for k in sorted(f.randomize_params)} for f in randomized}
     sample = EpisodeSample(seed=seed, placements=placements, fixture_params=fixture_params,
                            start_noise=[0.0] * 14, speed=1.0)
+    execution = _draw_execution(spec, rng, config, max_seconds, control_hz)
     if config.execution:
-        sample.start_noise = rng.uniform(-config.start_noise, config.start_noise, 14).tolist()
-        for i in (6, 13):
-            sample.start_noise[i] = 0.0  # grippers start as configured
-        sample.speed = float(rng.uniform(*config.speed))
-        if rng.random() < config.perturbation_probability:
-            at = rng.uniform(*config.perturbation_window)
-            sample.perturbations.append(Perturbation(
-                at_step=int(min(at, max_seconds / 2) * control_hz), kind="arm",
-                target=str(rng.choice(["left", "right"])),
-                offset=tuple(rng.uniform(-config.perturbation_magnitude, config.perturbation_magnitude, 6).tolist()),
-            ))
-        movable = [o.name for o in spec.objects if not o.static]
-        if movable and rng.random() < config.object_nudge_probability:
-            at = rng.uniform(*config.perturbation_window)
-            distance = config.object_nudge_distance
-            sample.perturbations.append(Perturbation(
-                at_step=int(min(at, max_seconds / 2) * control_hz), kind="object", target=str(rng.choice(movable)),
-                offset=tuple(rng.uniform(-distance, distance, 2).tolist()),
-            ))
+        sample.start_noise, sample.speed, sample.perturbations = execution
         recovery = np.random.default_rng([seed, RECOVERY_STREAM])
         if recovery_kinds and recovery.random() < config.recovery_fraction:
             sample.disturbance = sample_disturbance(recovery, list(recovery_kinds), config.push_distance,
                                                     config.relocation_distance, config.push_window, control_hz)
+    appearance = _draw_appearance(spec, rng, config)
     if config.appearance:
-        gray = rng.uniform(0.3, 0.7)
-        sample.table_color = [*(np.clip(gray + rng.normal(0, 0.05, 3), 0, 1)).tolist(), 1.0]
-        tint = rng.uniform(0.85, 1.15, 3)
-        sample.light_scale = (tint / tint.mean() * rng.uniform(*config.light_intensity)).tolist()
-        sample.light_direction = [float(rng.uniform(-0.5, 0.5)), float(rng.uniform(0.2, 0.8)), -1.0]
-        for obj in spec.objects:
-            jitter = rng.normal(0, config.color_jitter, 3)
-            sample.object_colors[obj.name] = [*np.clip(np.asarray(obj.color[:3]) + jitter, 0, 1).tolist(), obj.color[3]]
+        sample.table_color, sample.light_scale, sample.light_direction, sample.object_colors = appearance
+    camera_jitter = {name: [*rng.normal(0, config.camera_position_jitter, 3).tolist(),
+                            *rng.normal(0, config.camera_angle_jitter, 3).tolist()] for name in CAMERAS}
     if config.camera:
-        for name in CAMERAS:
-            sample.camera_jitter[name] = [
-                *rng.normal(0, config.camera_position_jitter, 3).tolist(),
-                *rng.normal(0, config.camera_angle_jitter, 3).tolist(),
-            ]
+        sample.camera_jitter = camera_jitter
     return sample
+
+
+def _draw_execution(spec: SceneSpec, rng: np.random.Generator, config: RandomizationConfig, max_seconds: float,
+                    control_hz: int) -> tuple[list[float], float, list[Perturbation]]:
+    """Start-pose noise, speed, and the small pushes (an arm, an untouched object) of the execution family."""
+    start_noise = rng.uniform(-config.start_noise, config.start_noise, 14).tolist()
+    for i in (6, 13):
+        start_noise[i] = 0.0  # grippers start as configured
+    speed = float(rng.uniform(*config.speed))
+    perturbations = []
+    if rng.random() < config.perturbation_probability:
+        at = rng.uniform(*config.perturbation_window)
+        perturbations.append(Perturbation(
+            at_step=int(min(at, max_seconds / 2) * control_hz), kind="arm",
+            target=str(rng.choice(["left", "right"])),
+            offset=tuple(rng.uniform(-config.perturbation_magnitude, config.perturbation_magnitude, 6).tolist()),
+        ))
+    movable = [o.name for o in spec.objects if not o.static]
+    if movable and rng.random() < config.object_nudge_probability:
+        at = rng.uniform(*config.perturbation_window)
+        distance = config.object_nudge_distance
+        perturbations.append(Perturbation(
+            at_step=int(min(at, max_seconds / 2) * control_hz), kind="object", target=str(rng.choice(movable)),
+            offset=tuple(rng.uniform(-distance, distance, 2).tolist()),
+        ))
+    return start_noise, speed, perturbations
+
+
+def _draw_appearance(spec: SceneSpec, rng: np.random.Generator, config: RandomizationConfig):
+    """Table colour, light scale and direction, and object colours of the (simulator's) appearance family."""
+    gray = rng.uniform(0.3, 0.7)
+    table_color = [*(np.clip(gray + rng.normal(0, 0.05, 3), 0, 1)).tolist(), 1.0]
+    tint = rng.uniform(0.85, 1.15, 3)
+    light_scale = (tint / tint.mean() * rng.uniform(*config.light_intensity)).tolist()
+    light_direction = [float(rng.uniform(-0.5, 0.5)), float(rng.uniform(0.2, 0.8)), -1.0]
+    object_colors = {}
+    for obj in spec.objects:
+        jitter = rng.normal(0, config.color_jitter, 3)
+        object_colors[obj.name] = [*np.clip(np.asarray(obj.color[:3]) + jitter, 0, 1).tolist(), obj.color[3]]
+    return table_color, light_scale, light_direction, object_colors
 
 
 def apply_to_rig_config(config: RigConfig, sample: EpisodeSample) -> RigConfig:

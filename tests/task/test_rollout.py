@@ -168,3 +168,22 @@ def test_fixture_params_are_sampled_per_episode_and_recorded():
     assert len(openings) == 5 and all(0.12 <= o <= 0.15 for o in openings)
     nominal = sample_episode(drawer.scene, 0, RandomizationConfig.none(), 30, 30).fixture_params["drawer"]["opening"]
     assert nominal == drawer.scene.item("drawer").params["opening"]
+
+
+FAMILY_FIELDS = {"geometry": {"placements", "fixture_params"},
+                 "execution": {"start_noise", "speed", "perturbations", "disturbance"},
+                 "appearance": {"table_color", "light_scale", "light_direction", "object_colors"},
+                 "camera": {"camera_jitter"}}
+
+
+@pytest.mark.parametrize("family", sorted(FAMILY_FIELDS))
+def test_a_family_switched_off_changes_its_own_draws_and_nothing_else(family):
+    drawer = get_task("block_in_drawer")  # objects, a fixture with sampled params, movable things
+    full = RandomizationConfig(recovery_fraction=1.0)
+    off = full.model_copy(update={family: False})
+    for seed in range(5):
+        on = sample_episode(drawer.scene, seed, full, 30, 30, ["push"]).to_dict()
+        without = sample_episode(drawer.scene, seed, off, 30, 30, ["push"]).to_dict()
+        changed = {key for key in on if on[key] != without[key]}
+        assert changed <= FAMILY_FIELDS[family], (seed, changed)
+        assert changed, f"seed {seed}: switching {family} off changed nothing"
