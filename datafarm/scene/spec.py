@@ -205,3 +205,17 @@ def load_scene_spec(path: str | Path) -> SceneSpec:
             raise SceneSpecError(f"{path}: object {item.name!r} names mesh file {item.geometry.file!r}, which is not "
                                  f"in {path.parent}; add the file or correct the name")
     return spec
+
+
+def footprint_radius(item: ObjectSpec | FixtureSpec) -> float:
+    """Radius (m, at scale 1) of a circle around the item's footprint on its support."""
+    if isinstance(item, FixtureSpec):
+        return item.footprint_radius
+    g = item.geometry
+    if isinstance(g, CompoundGeometry):
+        return float(max(np.hypot(*part.corners()[:, :2].T).max() for part in g.parts))
+    if isinstance(g, (SphereGeometry, CylinderGeometry, CupGeometry)):
+        return g.radius
+    if isinstance(g, BoxGeometry):
+        return float(np.hypot(g.half_size[0], g.half_size[1]))
+    return 0.05

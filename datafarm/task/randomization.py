@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from datafarm.cameras import CAMERAS
 from datafarm.geometry import look_at
 from datafarm.scene.builder import Placement
-from datafarm.scene.spec import CupGeometry, CylinderGeometry, ObjectSpec, SceneSpec, SphereGeometry
+from datafarm.scene.spec import SceneSpec, footprint_radius
 from datafarm.sim.config import RigConfig
 from datafarm.task.env import Perturbation
 from datafarm.task.recovery import Disturbance, RecoveryKind, sample_disturbance
@@ -76,18 +76,6 @@ class EpisodeSample:
         data["placements"] = {k: asdict(v) for k, v in self.placements.items()}
         data["perturbations"] = [p.to_dict() for p in self.perturbations]
         return data
-
-
-def footprint_radius(item) -> float:
-    """Radius of a circle around the item's footprint on its support."""
-    if isinstance(item, ObjectSpec):
-        g = item.geometry
-        if isinstance(g, (SphereGeometry, CylinderGeometry, CupGeometry)):
-            return g.radius
-        if hasattr(g, "half_size"):
-            return float(np.hypot(g.half_size[0], g.half_size[1]))
-        return 0.05
-    return item.footprint_radius
 
 
 def _sample_placements(spec: SceneSpec, rng: np.random.Generator) -> dict[str, Placement]:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from datafarm.scene.spec import footprint_radius
 from datafarm.sim.ik import ArmIK, IKError
 from datafarm.sim.spaces import SIDES, arm_slice
 from datafarm.sim.trajectory import quintic_trajectory
@@ -162,8 +163,8 @@ class Disturber:
             if action[arm_slice(side)][6] >= env.arm_command(side)[6] - 1e-4:
                 continue  # not closing
             tcp = env.rig.tcp_pose(side)[:3, 3]
-            near = [o for o in env.scene.objects.values()
-                    if not o.spec.static and np.linalg.norm(o.center() - tcp) < _radius(o) + GRASP_REACH]
+            near = [o for o in env.scene.objects.values() if not o.spec.static
+                    and np.linalg.norm(o.center() - tcp) < footprint_radius(o.spec) + GRASP_REACH]
             if near:
                 self._misgrasp(env, side, min(near, key=lambda o: np.linalg.norm(o.center() - tcp)).name)
                 return
@@ -238,7 +239,7 @@ class Disturber:
         d = self.disturbance
         obj = env.object(name)
         start = obj.pose()[:2, 3]
-        radius = _radius(obj)
+        radius = footprint_radius(obj.spec)
         x_min, x_max, y_min, y_max = self.table
         for scale in (1.0, 0.8, 0.6, 0.4):
             for turn in np.radians(np.arange(0, 360, 30)):
@@ -281,18 +282,8 @@ class Disturber:
         now = dict(self.obstacles)
         for name, obj in env.scene.objects.items():
             centre = obj.center()
-            now[name] = Obstacle(float(centre[0]), float(centre[1]), _radius(obj))
+            now[name] = Obstacle(float(centre[0]), float(centre[1]), footprint_radius(obj.spec))
         return now
-
-
-def _radius(obj) -> float:
-    """A circle around the object's footprint (its spec's geometry at this episode's size)."""
-    g = obj.spec.geometry
-    if hasattr(g, "radius"):
-        return float(g.radius)
-    if hasattr(g, "half_size"):
-        return float(np.hypot(g.half_size[0], g.half_size[1]))
-    return 0.05
 
 
 def _untouched(env: TaskEnv) -> bool:

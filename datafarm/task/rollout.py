@@ -26,8 +26,8 @@ from datafarm.sim.rig import DualArmRig
 from datafarm.skills import Skills
 from datafarm.task.env import EpisodeTimeout, TaskEnv
 from datafarm.task.package import TaskPackage, judge_hidden
-from datafarm.task.randomization import (EpisodeSample, RandomizationConfig, apply_to_rig_config, footprint_radius,
-                                         sample_episode)
+from datafarm.scene.spec import footprint_radius
+from datafarm.task.randomization import EpisodeSample, RandomizationConfig, apply_to_rig_config, sample_episode
 from datafarm.task.recovery import Disturbed, Disturber, Obstacle
 from datafarm.task.trace import Trace
 from datafarm.task.verdict import Verdict
