@@ -1,7 +1,8 @@
 """The two appearances a closed-loop evaluation renders in: `original` and `unseen`.
 
 original: the training distribution, drawn exactly as the farm's render phase draws it for an episode
-seed (`sample_appearance(seed, texture_pool())`: the same tablecloth pool, light and texture placement).
+seed (`datafarm.farm.episodes.episode_appearance`: the same tablecloth pool, light, texture placement and
+background, under the workspace's randomization settings).
 
 unseen: a fixed, documented held-out set that the training randomization never produces, like the
 paper's changed tablecloth and coloured light. Each entry pairs
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from datafarm.render.appearance import LIGHT_GAIN_RANGE, Appearance, sample_appearance
+from datafarm.render.appearance import LIGHT_GAIN_RANGE, Appearance
 from datafarm.render.textures import held_out_texture
 
 APPEARANCES = ("original", "unseen")
@@ -58,12 +59,10 @@ def unseen_appearance(seed: int) -> Appearance:
                       texture=held_out_texture(look.kind, list(look.colors)))
 
 
-def trial_appearance(kind: str, seed: int, texture_pool, randomization=None, fixed_seed: int = 0) -> Appearance:
+def trial_appearance(kind: str, seed: int, texture_pool, randomization, fixed_seed: int = 0) -> Appearance:
     """The appearance a trial on `seed` is rendered in: `original` as the farm renders its episodes
     (`texture_pool` and the workspace's `randomization`, datafarm.farm.episodes), or the unseen set's."""
     if kind == "original":
-        if randomization is None:
-            return sample_appearance(seed, texture_pool)
         from datafarm.farm.episodes import episode_appearance
 
         return episode_appearance(seed, texture_pool, randomization, fixed_seed)

@@ -125,9 +125,9 @@ class Appearance:
         }
 
 
-def sample_appearance(seed: int, texture_pool: TexturePool | None = None, background: bool = False) -> Appearance:
-    """Draw a tablecloth from `texture_pool` (default: procedural only) and a light, all from `seed`; with
-    `background`, the background too (else the calibration's plate as it is)."""
+def sample_appearance(seed: int, texture_pool: TexturePool | None = None) -> Appearance:
+    """Draw a tablecloth from `texture_pool` (default: procedural only) and a light, all from `seed`, over
+    the calibration's own background (`sample_background` draws another, from its own stream)."""
     pool = texture_pool or TexturePool()
     rng = np.random.default_rng([seed, 0xA99E])
     choice = int(rng.integers(pool.size))
@@ -147,5 +147,4 @@ def sample_appearance(seed: int, texture_pool: TexturePool | None = None, backgr
         light_tint=tuple(round(float(g), 4) for g in gains),
         light_intensity=round(float(rng.uniform(*LIGHT_INTENSITY_RANGE)), 4),
         texture=texture,
-        background=sample_background(seed) if background else CALIBRATION_BACKGROUND,
     )

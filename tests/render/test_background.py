@@ -5,10 +5,12 @@ import dataclasses
 import numpy as np
 import pytest
 
+from datafarm.farm.episodes import episode_appearance
 from datafarm.media import read_video
 from datafarm.render import TexturePool, get_renderer, sample_appearance
 from datafarm.render.appearance import BACKGROUND_LOOKS, CALIBRATION_BACKGROUND, sample_background
 from datafarm.render.views import BACKGROUND, class_maps, load_camera_arrays
+from datafarm.task.randomization import RandomizationConfig
 
 
 def first_seed_with(look: str) -> int:
@@ -21,14 +23,22 @@ def test_background_draws_follow_their_shares_and_change_no_other_draw():
         assert abs(looks.count(look) / len(looks) - share) < 0.06
     pool = TexturePool()
     for seed in range(20):
-        plain, varied = sample_appearance(seed, pool), sample_appearance(seed, pool, background=True)
-        assert plain.background == CALIBRATION_BACKGROUND
+        plain = episode_appearance(seed, pool, RandomizationConfig(background=False))
+        varied = episode_appearance(seed, pool, RandomizationConfig())
+        assert plain.background == CALIBRATION_BACKGROUND and varied.background == sample_background(seed)
         assert {**plain.to_dict(), "background": None} == {**varied.to_dict(), "background": None}
         assert np.array_equal(plain.texture, varied.texture)
     backdrop = sample_background(first_seed_with("backdrop"))
     assert backdrop.to_dict()["backdrop"]["kind"] in ("noise", "stripes", "checks")
     pattern = backdrop.pattern(64, 48)
     assert pattern.shape == (64 * 48, 3) and pattern.std() > 0.05
+
+
+def test_the_appearance_family_off_is_one_look_for_every_episode_and_keeps_the_backgrounds():
+    pool, fixed = TexturePool(), RandomizationConfig(appearance=False)
+    looks = [episode_appearance(seed, pool, fixed, fixed_seed=7) for seed in range(6)]
+    assert all({**a.to_dict(), "background": None} == {**looks[0].to_dict(), "background": None} for a in looks)
+    assert [a.background for a in looks] == [sample_background(seed) for seed in range(6)]
 
 
 @pytest.mark.slow
