@@ -165,6 +165,7 @@ def simulate_episode(package: TaskPackage, seed: int, randomization: Randomizati
         try:
             with wall_clock_limit(wall_limit), judge_hidden():
                 _solve(expert, env, skills, package.params)
+                env.disturber = None  # the expert is done: nothing disturbs the world while it settles
                 skills.wait(0.5)  # let things come to rest before judging
         except EpisodeTimeout as exc:
             error = f"EpisodeTimeout: {exc}"
