@@ -70,9 +70,9 @@ def main() -> None:
     parser.add_argument("--arms", nargs="*", default=list(ARMS), choices=list(ARMS))
     args = parser.parse_args()
     rows = [(arm, cell) for arm in args.arms for cell in cells(Workspace.open(run_arm(arm, args)))]
-    print(f"\n{'arm':16s} {'appearance':10s} {'success':>9s} {'rate':>6s}  Wilson 95%")
-    for arm, c in rows:
-        print(f"{arm:16s} {c.appearance:10s} {c.successes:>4d}/{c.trials:<4d} {100 * c.rate:5.0f}%  "
+    print(f"\n{'arm':16s} {'policy':14s} {'appearance':10s} {'success':>9s} {'rate':>6s}  Wilson 95%")
+    for arm, c in rows:  # each arm's policy, then its controls (the same seeds, the arm's own scenes)
+        print(f"{arm:16s} {c.policy:14s} {c.appearance:10s} {c.successes:>4d}/{c.trials:<4d} {100 * c.rate:5.0f}%  "
               f"[{100 * c.low:.0f}%, {100 * c.high:.0f}%]")
 
 
