@@ -248,18 +248,35 @@ def test_real_eval_flow_runs_trials_and_a_rerun_skips_them(workspace, prefect_ha
 
 
 @pytest.mark.slow
-def test_a_policy_trained_on_farm_data_drives_the_real_driver_path(workspace, prefect_harness):
+def test_a_policy_trained_on_farm_data_drives_the_real_driver_path(workspace):
     """Hardware in the loop with a trained policy: lerobot's ACT, trained (smoke preset) on this farm's delivery,
-    drives piper_sdk over virtual CAN through the safety layer into fake firmwares stepping the seed's scene."""
+    drives piper_sdk over virtual CAN through the safety layer into fake firmwares stepping the seed's scene.
+
+    Four training steps leave ACT's targets near the data's mean, which puts the left wrist's roll 1 rad from the
+    start pose: the default jump stop rightly ends such a trial at once (the NaN test covers that stop), so this
+    rehearsal widens it to see the policy's targets ramp through the rest of the path."""
     import pandas as pd
 
+    from datafarm.piper.driver import PiperPairConfig
+    from datafarm.piper.real_eval import HIL_WATCHDOG, JudgeOperator, RealEvalRun, load_eval_policy, run_real_trials
+    from datafarm.piper.rig_firmware import HilStation
+    from datafarm.piper.safety import SafetyConfig
     from datafarm.policy.train import train_policy
-    from flows.real_eval import real_eval_flow
+    from datafarm.policy.trials import TrialJudge, trial_setup
 
     policy = train_policy(workspace, "act", "smoke").folder
-    summary = real_eval_flow(str(workspace), str(policy), episodes=1, station="hil", time_limit_s=1.0)
-    [trial] = summary["results"]
-    assert summary["policy"] == "act-smoke-hil" and trial["end"] == "time_limit" and trial["steps"] == 30, summary
+    ws = Workspace.open(workspace)
+    setup = trial_setup(ws)
+    judge = TrialJudge(setup.package, workspace / ".judge-act", [workspace / "expert", policy])
+    config = PiperPairConfig(watchdog=HIL_WATCHDOG, safety=SafetyConfig(stop_jump_rad=np.pi))
+    station = HilStation(setup, judge, config, owns_judge=True)
+    try:
+        station.preflight()
+        run = RealEvalRun(workspace, str(policy), "act-smoke-hil", (1_000_300,), time_limit_s=1.0, station="hil")
+        [trial] = run_real_trials(run, station, load_eval_policy(ws, str(policy)), JudgeOperator(station))
+    finally:
+        station.close()
+    assert trial["end"] == "time_limit" and trial["steps"] == 30, trial
     record = workspace / "evals-real" / "act-smoke-hil" / "trials" / f"{trial['seed']}.json"
     assert not json.loads(record.read_text())["simulated"]  # the real driver's clock and checks
     assert set(trial["videos"]) == set(json.loads((policy / "policy.json").read_text())["cameras"])
