@@ -16,11 +16,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import click
+import httpx
 import typer
 from rich.console import Console
 from rich.text import Text
 
-from datafarm.errors import EXIT_INTERNAL, DataFarmError
+from datafarm.errors import EXIT_INTERNAL, DataFarmError, TransientError
 
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 WORKSPACE_LOG = "logs/datafarm.log"
@@ -39,18 +40,31 @@ def log_file_for(arguments: dict) -> Path:
     return user_log_file()
 
 
-def library_error(error: BaseException) -> BaseException:
-    """The library's error inside whatever wrapped it (Prefect re-raises, exception groups, `raise from`)."""
+def find_cause(error: BaseException, kind: type | tuple[type, ...]) -> BaseException | None:
+    """The first error of `kind` inside whatever wrapped it (Prefect re-raises, exception groups, `raise from`)."""
     seen, queue = set(), [error]
     while queue:
         current = queue.pop(0)
         if id(current) in seen:
             continue
         seen.add(id(current))
-        if isinstance(current, DataFarmError):
+        if isinstance(current, kind):
             return current
         queue += [e for e in (current.__cause__, current.__context__) if e is not None]
         queue += list(getattr(current, "exceptions", ()))
+    return None
+
+
+def library_error(error: BaseException) -> BaseException:
+    """The library's error inside whatever wrapped it, else a lost Prefect API as a transient error, else `error`."""
+    if (cause := find_cause(error, DataFarmError)) is not None:
+        return cause
+    if (lost := find_cause(error, httpx.TransportError)) is not None:
+        # a Prefect server stopped or killed under a run is not a bug, and the workspace keeps what was done
+        url = os.environ.get("PREFECT_API_URL") or "the embedded Prefect server"
+        return TransientError(f"lost the Prefect API at {url} ({type(lost).__name__}: {one_line(str(lost))[:120]}): "
+                              "start the server again (or unset PREFECT_API_URL to use an embedded one) and rerun; "
+                              "finished work is kept and resumed")
     return error
 
 

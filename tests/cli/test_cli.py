@@ -126,6 +126,29 @@ def test_a_library_error_wrapped_by_another_is_found(tmp_path, monkeypatch):
     assert result.exit_code == 4 and result.output.startswith("error: the build phase's LLM spend")
 
 
+def test_a_prefect_server_that_stops_answering_is_a_transient_error_not_a_bug(synthetic_calibration, tmp_path):
+    """The farm against a Prefect API nobody answers (a server stopped or killed under it): one line naming the
+    API and the fix, exit 75 (rerun or supervise), nothing about a bug."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    prepared = runner.invoke(app, ["prepare", "--episode", str(synthetic_calibration), "--instruction",
+                                   "Place the apple on the scale.", "--target-count", "1", "--output", str(tmp_path / "ws")])
+    assert prepared.exit_code == 0, prepared.output
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = os.environ | {"PREFECT_API_URL": f"http://127.0.0.1:{port}/api", "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run([sys.executable, "-m", "cli.main", "farm", str(tmp_path / "ws")], env=env, cwd=root,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 75, result.stderr
+    assert f"lost the Prefect API at http://127.0.0.1:{port}/api" in result.stderr and "bug" not in result.stderr
+
+
 def test_prepare_sets_randomization_families_and_refuses_a_bad_one(synthetic_calibration, tmp_path):
     import json
 
