@@ -17,7 +17,7 @@ Exit codes (documented in the README):
  4    a budget was spent: raise the cap or lower the target
  5    a renderer, sandbox or other prerequisite is unavailable
  6    a safety stop
- 75   a transient failure (provider, time-out, I/O): rerun, or `datafarm supervise`
+ 75   a transient failure (provider, time-out, I/O, a lost Prefect API): rerun, or `datafarm supervise`
  70   an unexpected internal error (a bug: the log file has the traceback)
 ====  ==========================================================
 """
