@@ -39,7 +39,7 @@ from datafarm.policy.derived import (
 )
 from datafarm.policy.presets import Preset, load_preset, require_usable
 from datafarm.policy.spec import PolicySpec, write_policy_spec
-from datafarm.processes import die_with_parent
+from datafarm.processes import die_with_parent, sigterm_raises
 
 log = logging.getLogger(__name__)
 
@@ -233,10 +233,13 @@ def _run_lerobot(workspace_root: Path, folder: Path, arguments: list[str], env: 
         out.flush()
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=folder,
                                    preexec_fn=die_with_parent)  # a killed `datafarm train` leaves no trainer behind
+        stopped = (f"training {preset.folder_name} was stopped (SIGTERM); rerun the same command to resume from its "
+                   "last checkpoint")
         try:
-            while (returncode := process.poll()) is None:
-                time.sleep(PRUNE_EVERY_S)
-                prune_checkpoints(folder, preset.keep_checkpoints)
+            with sigterm_raises(lambda: TrainingInterrupted(stopped)):  # a plain `kill` is charged (kill -9 cannot be)
+                while (returncode := process.poll()) is None:
+                    time.sleep(PRUNE_EVERY_S)
+                    prune_checkpoints(folder, preset.keep_checkpoints)
         except BaseException:  # our own interruption: stop lerobot too (its last checkpoint stays)
             process.terminate()
             process.wait()

@@ -3,6 +3,7 @@ inference from the trained folder, resuming a killed run, pi05's wiring."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -208,10 +209,8 @@ def test_smoke_training_makes_a_policy_that_acts(farmed_workspace, tmp_path):
     assert again.wall_seconds == 0 and again.steps_done == 4
 
 
-@pytest.mark.slow
-def test_killed_training_resumes_from_its_last_checkpoint(farmed_workspace, tmp_path):
-    workspace = _copy(farmed_workspace, tmp_path)
-    preset = load_preset("act", "smoke").model_copy(update={"steps": 30, "save_freq": 2})
+def _train_in_background(workspace: Path, preset) -> subprocess.Popen:
+    """`train_policy` in its own process (and session), returned once its first checkpoint is written."""
     script = ("import sys; from datafarm.policy.presets import Preset; from datafarm.policy.train import train_policy; "
               "train_policy(sys.argv[1], 'act', 'smoke', preset=Preset.model_validate_json(sys.argv[2]))")
     process = subprocess.Popen([sys.executable, "-c", script, str(workspace), preset.model_dump_json()],
@@ -220,13 +219,27 @@ def test_killed_training_resumes_from_its_last_checkpoint(farmed_workspace, tmp_
     deadline = time.monotonic() + 600
     while checkpoint_step(folder) == 0 and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
-    os.kill(process.pid, signal.SIGKILL)  # the command only, as a user's kill -9 would: its trainer must follow
+    return process
+
+
+def _trainer_ends_with(process: subprocess.Popen, folder: Path) -> None:
     process.wait()
     deadline = time.monotonic() + 30
     while _processes_mentioning(str(folder)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not _processes_mentioning(str(folder)), "lerobot's training outlived the killed command"
-    os.killpg(process.pid, signal.SIGKILL)  # anything else left in the session (nothing, if the above holds)
+    with contextlib.suppress(ProcessLookupError):  # anything else left in the session (nothing, if the above holds)
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+def test_killed_training_resumes_from_its_last_checkpoint(farmed_workspace, tmp_path):
+    workspace = _copy(farmed_workspace, tmp_path)
+    preset = load_preset("act", "smoke").model_copy(update={"steps": 30, "save_freq": 2})
+    folder = workspace / "policies" / "act-smoke"
+    process = _train_in_background(workspace, preset)
+    os.kill(process.pid, signal.SIGKILL)  # the command only, as a user's kill -9 would: its trainer must follow
+    _trainer_ends_with(process, folder)
     killed_at = checkpoint_step(folder)
     assert 0 < killed_at < 30, f"the kill came too late (step {killed_at}) to test resuming"
 
@@ -235,6 +248,22 @@ def test_killed_training_resumes_from_its_last_checkpoint(farmed_workspace, tmp_
     assert "--resume=true" in (folder / "train.log").read_text()
     logged = [json.loads(line)["steps"] for line in (folder / "metrics.jsonl").read_text().splitlines()]
     assert logged[-1] == 30 and any(step > killed_at for step in logged)
+
+
+@pytest.mark.slow
+def test_stopped_training_is_charged_and_stops_its_trainer(farmed_workspace, tmp_path):
+    """A plain `kill` (SIGTERM, what a scheduler or a container stop sends) ends the trainer too, and the run's
+    CPU time reaches the ledger: an hour of training stopped this way used to leave no cost behind."""
+    from datafarm.costs import CostLedger
+
+    workspace = _copy(farmed_workspace, tmp_path)
+    preset = load_preset("act", "smoke").model_copy(update={"steps": 30, "save_freq": 2})
+    process = _train_in_background(workspace, preset)
+    os.kill(process.pid, signal.SIGTERM)
+    _trainer_ends_with(process, workspace / "policies" / "act-smoke")
+    assert process.returncode != 0
+    charged = CostLedger(workspace).by_phase().get("train:act-smoke", {})
+    assert charged.get("cpu", 0) > 0, charged
 
 
 def _processes_mentioning(text: str) -> list[int]:
