@@ -61,7 +61,9 @@ def library_error(error: BaseException) -> BaseException:
         return cause
     if (lost := find_cause(error, httpx.TransportError)) is not None:
         # a Prefect server stopped or killed under a run is not a bug, and the workspace keeps what was done
-        url = os.environ.get("PREFECT_API_URL") or "the embedded Prefect server"
+        from prefect.settings import PREFECT_API_URL  # the env var or the active profile's, as Prefect reads it
+
+        url = PREFECT_API_URL.value() or "the embedded Prefect server"
         return TransientError(f"lost the Prefect API at {url} ({type(lost).__name__}: {one_line(str(lost))[:120]}): "
                               "start the server again (or unset PREFECT_API_URL to use an embedded one) and rerun; "
                               "finished work is kept and resumed")

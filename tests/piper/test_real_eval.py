@@ -46,6 +46,21 @@ def station(workspace):
     station.close()
 
 
+def _hil_station(workspace: Path, name: str, safety=None, hidden: list[Path] = ()):
+    """The real driver on fake firmwares stepping the seed's scenes, as `datafarm eval-real --station hil` opens it
+    (with another safety config where a test needs one)."""
+    from datafarm.piper.driver import PiperPairConfig
+    from datafarm.piper.real_eval import HIL_WATCHDOG
+    from datafarm.piper.rig_firmware import HilStation
+    from datafarm.piper.safety import SafetyConfig
+    from datafarm.policy.trials import TrialJudge, trial_setup
+
+    setup = trial_setup(Workspace.open(workspace))
+    judge = TrialJudge(setup.package, workspace / f".judge-{name}", [workspace / "expert", *hidden])
+    config = PiperPairConfig(watchdog=HIL_WATCHDOG, safety=safety or SafetyConfig())
+    return HilStation(setup, judge, config, owns_judge=True)
+
+
 def _kept(root: Path) -> dict:
     return json.loads(min((root / "episodes").glob("*/result.json")).read_text())
 
@@ -152,15 +167,11 @@ def test_a_control_loop_slower_than_the_wall_clock_ends_its_trial_on_its_ticks_i
     import dataclasses
 
     import datafarm.policy.trials as trials
-    from datafarm.piper.driver import PiperPairConfig
-    from datafarm.piper.real_eval import HIL_WATCHDOG, JudgeOperator, RealEvalRun, run_real_trials
-    from datafarm.piper.rig_firmware import HilStation
+    from datafarm.piper.real_eval import JudgeOperator, RealEvalRun, run_real_trials
 
     world = trials.episode_world
     monkeypatch.setattr(trials, "episode_world", lambda *a, **k: dataclasses.replace(world(*a, **k), max_steps=30))
-    setup = trials.trial_setup(Workspace.open(workspace))
-    judge = trials.TrialJudge(setup.package, workspace / ".judge-slow", [workspace / "expert"])
-    station = HilStation(setup, judge, PiperPairConfig(watchdog=HIL_WATCHDOG), owns_judge=True)
+    station = _hil_station(workspace, "slow")
     try:
         run = RealEvalRun(workspace, "slow", "slow-hil", (1_000_200,), time_limit_s=1.0, station="hil")
         [result] = run_real_trials(run, station, _SlowHold(), JudgeOperator(station))
@@ -257,23 +268,17 @@ def test_a_policy_trained_on_farm_data_drives_the_real_driver_path(workspace):
     rehearsal widens it to see the policy's targets ramp through the rest of the path."""
     import pandas as pd
 
-    from datafarm.piper.driver import PiperPairConfig
-    from datafarm.piper.real_eval import HIL_WATCHDOG, JudgeOperator, RealEvalRun, load_eval_policy, run_real_trials
-    from datafarm.piper.rig_firmware import HilStation
+    from datafarm.piper.real_eval import JudgeOperator, RealEvalRun, load_eval_policy, run_real_trials
     from datafarm.piper.safety import SafetyConfig
     from datafarm.policy.train import train_policy
-    from datafarm.policy.trials import TrialJudge, trial_setup
 
     policy = train_policy(workspace, "act", "smoke").folder
-    ws = Workspace.open(workspace)
-    setup = trial_setup(ws)
-    judge = TrialJudge(setup.package, workspace / ".judge-act", [workspace / "expert", policy])
-    config = PiperPairConfig(watchdog=HIL_WATCHDOG, safety=SafetyConfig(stop_jump_rad=np.pi))
-    station = HilStation(setup, judge, config, owns_judge=True)
+    station = _hil_station(workspace, "act", SafetyConfig(stop_jump_rad=np.pi), hidden=[policy])
     try:
         station.preflight()
         run = RealEvalRun(workspace, str(policy), "act-smoke-hil", (1_000_300,), time_limit_s=1.0, station="hil")
-        [trial] = run_real_trials(run, station, load_eval_policy(ws, str(policy)), JudgeOperator(station))
+        [trial] = run_real_trials(run, station, load_eval_policy(Workspace.open(workspace), str(policy)),
+                                  JudgeOperator(station))
     finally:
         station.close()
     assert trial["end"] == "time_limit" and trial["steps"] == 30, trial
