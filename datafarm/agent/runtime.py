@@ -398,7 +398,7 @@ class LLMAuthor(Author):
         return TaskMatch(task, 1.0 if task in BUILTIN_TASKS else 0.5, reason.strip() or f"named by {result.model}")
 
     def write_package(self, match: TaskMatch, destination: Path) -> Path:
-        from datafarm.scene.spec import SceneSpec
+        from datafarm.scene.spec import SceneSpec, load_scene_spec, mesh_files
         from datafarm.task.package import PACKAGE_FILES, TaskInfo
 
         request = self._requests.get(match.task, match.reason)
@@ -419,4 +419,7 @@ class LLMAuthor(Author):
         sources = {"expert.py": root / "expert", "judge.py": root / "judge"}
         for name in PACKAGE_FILES:
             shutil.copy(sources.get(name, root / "scene") / name, destination / name)
+        for name in mesh_files(load_scene_spec(root / "scene" / "scene.yaml")):
+            (destination / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(root / "scene" / name, destination / name)
         return destination

@@ -186,6 +186,11 @@ class SceneSpecError(BadInput, ValueError):
     """scene.yaml is not valid YAML, breaks the schema, names an unknown fixture kind or a missing file."""
 
 
+def mesh_files(spec: SceneSpec) -> list[str]:
+    """The mesh files the spec names (relative to its folder): they travel with scene.yaml."""
+    return sorted({item.geometry.file for item in spec.objects if isinstance(item.geometry, MeshGeometry)})
+
+
 def load_scene_spec(path: str | Path) -> SceneSpec:
     """The validated spec, or SceneSpecError naming the file, the setting and the fix. Mesh files are
     resolved against the spec's folder and must exist."""
