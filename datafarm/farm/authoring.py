@@ -6,6 +6,7 @@ params.yaml), judge/ (judge.py, hidden from the expert's author), expert/ (exper
 
 from __future__ import annotations
 
+import logging
 import shutil
 import tempfile
 from pathlib import Path
@@ -16,14 +17,16 @@ from datafarm.author import Author, BuiltinAuthor, RequestRefused
 from datafarm.cameras import CAMERAS
 from datafarm.farm.prepare import calibrated_rig_config, load_png, save_png, settings_of
 from datafarm.render.contract import RenderContract
-from datafarm.scene.spec import load_scene_spec
+from datafarm.scene.spec import load_scene_spec, mesh_files
 from datafarm.sim.config import load_rig_config
 from datafarm.task.package import TaskPackage, load_task_package
 from datafarm.task.randomization import RandomizationConfig
 from datafarm.task.isolation import IsolatedRollouts, expert_feedback
 from datafarm.workspace import Workspace, WorkspaceError
 
-SCENE_FILES = ("task.yaml", "scene.yaml", "params.yaml")
+log = logging.getLogger(__name__)
+
+SCENE_FILES = ("task.yaml", "scene.yaml", "params.yaml")  # and the mesh files scene.yaml names
 
 
 def get_author(workspace: Workspace) -> Author:
@@ -64,11 +67,14 @@ def build(workspace: Workspace) -> dict:
     for attempt in range(1, attempts + 1):
         _write_package(workspace, author, match)
         grounding = ground_scene(workspace)
-        inventory = inventory_check(workspace)
+        inventory = inventory_check(workspace, grounding)
         report = {"task": match.task, "match": match.reason, "author": author.name, "grounding": grounding,
                   "inventory_check": inventory, "attempt": attempt}
         workspace.write_json("scene/grounding.json", report)
         if grounding["passed"]:
+            if grounding["unconfirmed"]:
+                log.warning("build: %s too small for the head camera to show; placed as the scene says, not "
+                            "confirmed by the footage (scene/grounding.png)", ", ".join(grounding["unconfirmed"]))
             return report
         if attempt < attempts:
             author.scene_feedback = (f"Your scene did not match the calibration footage: {'; '.join(grounding['failures'])}. "
@@ -86,7 +92,9 @@ def _write_package(workspace: Workspace, author: Author, match) -> None:
         package_dir = author.write_package(match, Path(tmp) / "package")
         scene_dir = Path(tmp) / "scene"
         scene_dir.mkdir()
-        for name in SCENE_FILES:
+        meshes = mesh_files(load_scene_spec(package_dir / "scene.yaml"))
+        for name in [*SCENE_FILES, *meshes]:
+            (scene_dir / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(package_dir / name, scene_dir / name)
         workspace.copy_in(scene_dir, "scene")
         # Kept for the judge and expert phases, which each take only their own file.
@@ -95,15 +103,17 @@ def _write_package(workspace: Workspace, author: Author, match) -> None:
     workspace.save_meta()
 
 
-def inventory_check(workspace: Workspace) -> dict:
+def inventory_check(workspace: Workspace, grounding: dict) -> dict:
     """Which of the scene's objects the survey's inventory shows; those it does not are flagged (the
-    contract carries the flags and its reviewer rejects them), never built silently."""
+    contract carries the flags and its reviewer rejects them), never built silently. Objects the head
+    camera is too small to show (`grounding`'s "unconfirmed") are listed apart: no footage could flag them."""
     from datafarm.survey.inventory import match_scene
 
     spec = load_scene_spec(workspace.path("scene", "scene.yaml"))
     matches = match_scene(spec, workspace.read_json("survey.json").get("objects", []))
-    missing = sorted(name for name, match in matches.items() if not match["found"])
-    return {"matches": matches, "not_in_inventory": missing}
+    unconfirmed = grounding.get("unconfirmed", [])
+    missing = sorted(name for name, match in matches.items() if not match["found"] and name not in unconfirmed)
+    return {"matches": matches, "not_in_inventory": missing, "too_small_to_survey": unconfirmed}
 
 
 class GroundingFailed(WorkspaceError):
@@ -145,6 +155,7 @@ def contract(workspace: Workspace) -> dict:
     with IsolatedRollouts(package, workspace.path(".sandbox", "contract"), hidden=[workspace.root],
                           do_nothing=True) as rollouts:
         control = rollouts.run(settings.seed_start, RandomizationConfig.none())
+    inventory = workspace.read_json("scene/grounding.json").get("inventory_check", {})
     contract_data = {
         "task": package.name,
         "instruction": package.info.instruction,
@@ -155,8 +166,8 @@ def contract(workspace: Workspace) -> dict:
                              "failed_checks": sorted(k for k, ok in control.verdict.checks.items() if not ok)},
         "max_seconds": package.info.max_seconds,
         "randomization": settings.randomization.model_dump(mode="json"),
-        "not_in_inventory": workspace.read_json("scene/grounding.json").get("inventory_check", {}).get(
-            "not_in_inventory", []),
+        "not_in_inventory": inventory.get("not_in_inventory", []),
+        "too_small_to_survey": inventory.get("too_small_to_survey", []),
     }
     # The defaults of RenderContract (negative prompt, depth control at weight 1, arms generated) complete it.
     render_contract = RenderContract(

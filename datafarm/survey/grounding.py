@@ -3,10 +3,15 @@
 The scene is rendered by the simulated rig from the surveyed cameras (`calibrated_rig_config`) at the
 calibration keyframes' joint states. Each scene item the inventory found is placed where the footage
 shows it, as far as its placement range allows (nominal + randomization), so the render is the
-scene's closest layout to the real one. Scores:
+scene's closest layout to the real one. "Where the footage shows it" starts at the inventory's centre
+(a guess from a blob of unknown shape) and is then refined with the scene's own geometry: the item's
+rendered silhouette is slid in the image to where it overlaps the footage's best, that shift is carried
+onto the table through its front edge, and the scene rendered again. Scores:
 
 - per object: its position error (cm from the surveyed position to its placement range, 0 inside)
-  and the IoU of its rendered mask with the inventory blob; an item the inventory lacks fails;
+  and the IoU of its rendered mask with the inventory blob; an item the inventory lacks fails, unless
+  its render is too small for the inventory to find at all (`can_be_seen`): that one passes unconfirmed
+  (`"confirmed": false`), since the head camera cannot say where it is;
 - the arms: the IoU of the rendered black arm body with the footage's (both: pixels darker than
   `DARK_FRACTION` of the table's brightness), averaged over the keyframes.
 
@@ -24,8 +29,9 @@ import numpy as np
 from PIL import Image, ImageDraw
 from scipy.ndimage import binary_erosion
 
+from datafarm.survey.camera import PinholeCamera, nominal_camera
 from datafarm.survey.camera_fit import arm_mask
-from datafarm.survey.inventory import distance_to_placement, match_scene, placement_box
+from datafarm.survey.inventory import can_be_seen, distance_to_placement, match_scene, placement_box
 
 MAX_POSITION_ERROR_CM = 3.0
 MIN_OBJECT_IOU = 0.25
@@ -54,19 +60,94 @@ def _iou(a: np.ndarray, b: np.ndarray) -> float:
     return float((a & b).sum() / union) if union else 0.0
 
 
-def grounded_placements(spec, objects: list[dict], matches: dict[str, dict]):
-    """Nominal placements, with every matched item moved to the surveyed position clamped into its range."""
+def grounded_placements(spec, positions: dict[str, np.ndarray]):
+    """Nominal placements, with every item in `positions` moved there, clamped into its placement range."""
     from datafarm.scene.builder import Placement
 
     placements = {}
     for item in [*spec.objects, *spec.fixtures]:
         x, y = item.xy
-        match = matches.get(item.name)
-        if match and match["found"]:
+        if item.name in positions:
             low, high = placement_box(item)
-            x, y = np.clip(objects[match["inventory_index"]]["xy"], low, high)
+            x, y = np.clip(positions[item.name], low, high)
         placements[item.name] = Placement(float(x), float(y), float(item.yaw), 1.0)
     return placements
+
+
+SHIFT_SEARCH_PX = 16  # how far (image px) a render is slid to meet the footage's silhouette
+
+
+def _shifted(mask: np.ndarray, shift: tuple[int, int]) -> np.ndarray:
+    """`mask` moved by (down, right) pixels, nothing wrapping round."""
+    out = np.zeros_like(mask)
+    dv, du = shift
+    h, w = mask.shape
+    out[max(dv, 0): h + min(dv, 0), max(du, 0): w + min(du, 0)] = mask[max(-dv, 0): h - max(dv, 0), max(-du, 0): w - max(du, 0)]
+    return out
+
+
+def _best_shift(rendered: np.ndarray, footage: np.ndarray) -> tuple[int, int]:
+    """The image shift (down, right) of the rendered silhouette that overlaps the footage's best. The whole
+    silhouette decides, so a part the inventory missed (a drawer front in shadow) does not."""
+    if not rendered.any() or not footage.any():
+        return 0, 0
+    r = SHIFT_SEARCH_PX
+    rows, cols = np.nonzero(rendered | footage)
+    top, left = max(rows.min() - r, 0), max(cols.min() - r, 0)
+    a = rendered[top: rows.max() + r + 1, left: cols.max() + r + 1]
+    b = footage[top: rows.max() + r + 1, left: cols.max() + r + 1]
+    scores = {(dv, du): _iou(_shifted(a, (dv, du)), b) for dv in range(-r, r + 1) for du in range(-r, r + 1)}
+    return max(scores, key=lambda shift: (scores[shift], -abs(shift[0]) - abs(shift[1])))
+
+
+def _front_point(mask: np.ndarray, camera: PinholeCamera, table_height: float) -> np.ndarray | None:
+    """World xy where the mask's lowest image row meets the table below its mean column, or None. (The
+    lowest pixel's own column would jump from corner to corner as a square turns.)"""
+    v, u = np.nonzero(mask)
+    if not len(v):
+        return None
+    point, hit = camera.on_plane(np.array([[u.mean() + 0.5, v.max() + 1.0]]), table_height)
+    return point[0, :2] if hit[0] else None
+
+
+def _footage_masks(found: dict[str, int], object_masks: dict[int, np.ndarray],
+                   rendered: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Each found item's pixels in the footage: its inventory blob, joined by the blobs no item claimed
+    that lie mostly inside its render (an open drawer's front and its cabinet can come apart in two)."""
+    claimed = set(found.values())
+    masks = {}
+    for name, index in found.items():
+        if index not in object_masks:
+            continue
+        mask = object_masks[index].copy()
+        for other, blob in object_masks.items():
+            if other not in claimed and (blob & rendered[name]).sum() >= 0.5 * blob.sum():
+                mask |= blob
+        masks[name] = mask
+    return masks
+
+
+def _render_scene(config, spec, placements, package_dir, keyframes, states):
+    """The scene built at `placements` and rendered at each keyframe's joint state: entity ids per item,
+    and per keyframe the head frame and the arms' dark-body mask."""
+    from datafarm.scene.builder import build_scene
+    from datafarm.sim.rig import DualArmRig
+
+    rig = DualArmRig.create(config)
+    built = build_scene(rig, spec, placements, package_dir)
+    legend = rig.segmentation_legend()
+    names = {name: [name] for name in built.objects}
+    names.update({name: fixture.entity_names() for name, fixture in built.fixtures.items()})
+    ids = {name: [i for i, entity in legend.items() if entity in entities] for name, entities in names.items()}
+    arm_ids = rig.entity_ids("left_") + rig.entity_ids("right_")
+    table_ids = rig.entity_ids("table")
+    renders = []
+    for state in states[:len(keyframes)]:
+        rig.reset(state)
+        frame = rig.capture(["head"])["head"]
+        sim_table = np.median(frame.rgb[np.isin(frame.segmentation, table_ids)].max(axis=1)) if table_ids else 150.0
+        renders.append((frame, np.isin(frame.segmentation, arm_ids) & arm_mask(frame.rgb, float(sim_table))))
+    return ids, renders
 
 
 def ground_scene_spec(config, spec, package_dir, objects: list[dict], object_masks: dict[int, np.ndarray],
@@ -76,28 +157,29 @@ def ground_scene_spec(config, spec, package_dir, objects: list[dict], object_mas
 
     `gate_arms=False` (joints not measured, e.g. a single photo posed at the assumed rest pose): the arm
     IoU is reported but does not decide the result."""
-    from datafarm.scene.builder import build_scene
-    from datafarm.sim.rig import DualArmRig
-
     matches = match_scene(spec, objects)
-    placements = grounded_placements(spec, objects, matches)
-    rig = DualArmRig.create(config)
-    built = build_scene(rig, spec, placements, package_dir)
-    legend = rig.segmentation_legend()
-    names = {name: [name] for name in built.objects}
-    names.update({name: fixture.entity_names() for name, fixture in built.fixtures.items()})
-    ids = {name: [i for i, entity in legend.items() if entity in entities] for name, entities in names.items()}
-    arm_ids = rig.entity_ids("left_") + rig.entity_ids("right_")
-    table_ids = rig.entity_ids("table")
-    arm_scores, renders = [], []
-    for image, state in zip(keyframes, states):
-        rig.reset(state)
-        frame = rig.capture(["head"])["head"]
-        sim_table = np.median(frame.rgb[np.isin(frame.segmentation, table_ids)].max(axis=1)) if table_ids else 150.0
-        sim_arms = np.isin(frame.segmentation, arm_ids) & arm_mask(frame.rgb, float(sim_table))
-        real_arms = arm_mask(image, table_brightness)
-        arm_scores.append(_iou(sim_arms, real_arms))
-        renders.append((frame, sim_arms))
+    found = {name: m["inventory_index"] for name, m in matches.items() if m["found"]}
+    surveyed = {name: np.asarray(objects[i]["xy"], dtype=float) for name, i in found.items()}
+    placements = grounded_placements(spec, surveyed)
+    ids, renders = _render_scene(config, spec, placements, package_dir, keyframes, states)
+    # The inventory guesses a centre from a blob without knowing the object's shape (a brick lying along
+    # the line of sight, a cabinet with its drawer out); the scene knows the shape. Slide each found item's
+    # silhouette to where it overlaps the footage's best, carry that onto the table, and render again:
+    # that is where the scene's object stands in the footage.
+    camera = nominal_camera(config.cameras["head"])
+    rendered_masks = {name: np.isin(renders[0][0].segmentation, ids.get(name, [])) for name in found}
+    footage_masks = _footage_masks(found, object_masks, rendered_masks)
+    for name, footage in footage_masks.items():
+        rendered = rendered_masks[name]
+        front = _front_point(rendered, camera, config.table.height)
+        shifted = _front_point(_shifted(rendered, _best_shift(rendered, footage)), camera, config.table.height)
+        if front is not None and shifted is not None:
+            surveyed[name] = np.array([placements[name].x, placements[name].y]) + shifted - front
+    refined = grounded_placements(spec, surveyed)
+    if any(abs(refined[n].x - placements[n].x) + abs(refined[n].y - placements[n].y) > 1e-3 for n in refined):
+        placements = refined
+        ids, renders = _render_scene(config, spec, placements, package_dir, keyframes, states)
+    arm_scores = [_iou(sim_arms, arm_mask(image, table_brightness)) for image, (_, sim_arms) in zip(keyframes, renders)]
     first = renders[0][0]
     objects_report = {}
     for item in [*spec.objects, *spec.fixtures]:
@@ -105,19 +187,26 @@ def ground_scene_spec(config, spec, package_dir, objects: list[dict], object_mas
             continue
         match = matches[item.name]
         sim_mask = np.isin(first.segmentation, ids.get(item.name, []))
+        if not match["found"] and not can_be_seen(sim_mask):
+            objects_report[item.name] = {
+                "found": False, "iou": None, "position_error_cm": None, "passed": True, "confirmed": False,
+                "reason": f"too small for the head camera to show ({int(sim_mask.sum())} px in view): placed as the "
+                          "scene says, not confirmed by the footage"}
+            continue
         if not match["found"]:
             objects_report[item.name] = {"found": False, "iou": 0.0, "position_error_cm": None, "passed": False,
                                          "reason": "the survey's inventory shows no such object where the scene puts it"}
             continue
         index = match["inventory_index"]
-        error_cm = 100 * distance_to_placement(item, objects[index]["xy"])
-        iou = _iou(sim_mask, object_masks[index]) if index in object_masks else None
+        error_cm = 100 * distance_to_placement(item, surveyed[item.name])
+        iou = _iou(sim_mask, footage_masks[item.name]) if item.name in footage_masks else None
         # a big item's centre is estimated less well than its silhouette: a close mask match also passes
         passed = (iou is None or iou >= MIN_OBJECT_IOU) and (
             error_cm <= MAX_POSITION_ERROR_CM or (iou is not None and iou >= CLOSE_MASK_IOU))
         objects_report[item.name] = {
             "found": True, "inventory_label": objects[index]["label"], "iou": None if iou is None else round(iou, 3),
-            "position_error_cm": round(error_cm, 2), "passed": passed,
+            "position_error_cm": round(error_cm, 2), "surveyed_xy": [round(float(c), 4) for c in surveyed[item.name]],
+            "passed": passed,
             "reason": "ok" if passed else f"{error_cm:.1f} cm outside its placement range, mask IoU {iou if iou is None else round(iou, 2)}"}
     arm_iou = float(np.mean(arm_scores))
     report = {"objects": objects_report,
@@ -125,7 +214,8 @@ def ground_scene_spec(config, spec, package_dir, objects: list[dict], object_mas
                        "passed": arm_iou >= MIN_ARM_IOU or not gate_arms, "gated": gate_arms},
               "thresholds": {"max_position_error_cm": MAX_POSITION_ERROR_CM, "min_object_iou": MIN_OBJECT_IOU,
                              "min_arm_iou": MIN_ARM_IOU},
-              "placements": {n: [round(p.x, 4), round(p.y, 4)] for n, p in placements.items()}}
+              "placements": {n: [round(p.x, 4), round(p.y, 4)] for n, p in placements.items()},
+              "unconfirmed": sorted(n for n, r in objects_report.items() if r.get("confirmed") is False)}
     report["passed"] = all(r["passed"] for r in objects_report.values()) and report["arms"]["passed"]
     return GroundingResult(report, _overlay(keyframes[0], renders[0][1], first.segmentation, ids, report))
 
@@ -144,7 +234,8 @@ def _overlay(image: np.ndarray, sim_arms: np.ndarray, segmentation: np.ndarray, 
     arms = report["arms"]
     verdict = ("ok" if arms["passed"] else "FAIL") if arms.get("gated", True) else "joints assumed: not gated"
     lines = [f"arms IoU {arms['iou']:.2f} ({verdict})"]
-    lines += [f"{name}: {r['position_error_cm'] if r['position_error_cm'] is not None else '-'} cm, IoU {r['iou']} "
+    lines += [f"{name}: too small to see (not confirmed)" if r.get("confirmed") is False else
+              f"{name}: {r['position_error_cm'] if r['position_error_cm'] is not None else '-'} cm, IoU {r['iou']} "
               f"({'ok' if r['passed'] else 'FAIL'})" for name, r in report["objects"].items()]
     for row, line in enumerate(lines):
         draw.text((4, 4 + 12 * row), line, fill=(255, 255, 255))

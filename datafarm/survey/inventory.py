@@ -3,7 +3,9 @@
 Classical and keyless: inside the table's region (holes filled, so what stands on it is included),
 pixels whose colour is farther than `OBJECT_COLOUR_DISTANCE` from the table's colour, less the arms
 (the arm model projected through the fitted camera at the recorded joint states, all its parts,
-dilated), are grouped into connected blobs. Each blob big enough is one object:
+dilated), are grouped into connected blobs (holes filled, specks opened away, split parts rejoined).
+Blobs cut by the image border (their size and place cannot be measured; often a backdrop the table's
+colour let into the table region) and blobs beyond the arms' reach (`REACH_M`) are not listed. Each blob big enough is one object:
 
 - position: its lowest image point (at its mean column) is about where it meets the table nearest the
   camera; cast onto the table plane and pushed back along the line of sight by half its width (blobs
@@ -23,9 +25,13 @@ import colorsys
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.ndimage import binary_closing, binary_dilation, binary_erosion, binary_opening, find_objects, label
+from scipy.ndimage import (binary_closing, binary_dilation, binary_erosion, binary_fill_holes, binary_opening,
+                           find_objects, label)
+from scipy.optimize import linear_sum_assignment
 
+from datafarm.scene.spec import footprint_radius
 from datafarm.survey.camera import PinholeCamera
+from datafarm.survey.table import REACH_M
 
 OBJECT_COLOUR_DISTANCE = 26.0  # RGB distance (0-255) from the table colour that makes a pixel "object"
 MIN_AREA_SHARE = 0.0004  # of the image: smaller blobs are noise
@@ -36,6 +42,7 @@ PUSH_BACK_ROUND = 0.3
 FLAT_RATIO = 0.85  # a blob less tall than this share of its width (in the image) is flat
 _TABLE_EDGE_EROSION_PX = 3
 MATCH_MARGIN_M = 0.05  # an inventory item this far outside a scene item's placement range still matches
+SIZE_WEIGHT = 0.5  # metres of assignment cost per metre of width mismatch (tells a nut from its plate)
 
 _HUES = ((15, "red"), (40, "orange"), (70, "yellow"), (165, "green"), (200, "cyan"), (260, "blue"),
          (300, "purple"), (340, "pink"), (360, "red"))
@@ -94,25 +101,36 @@ def _centre_and_size(blob: np.ndarray, camera: PinholeCamera, table_height: floa
     return centre, width, height
 
 
+def _touches_border(box: tuple[slice, slice], h: int, w: int) -> bool:
+    """Within the table-edge erosion (plus a pixel) of the image border."""
+    m = _TABLE_EDGE_EROSION_PX + 1
+    return box[0].start <= m or box[1].start <= m or box[0].stop >= h - m or box[1].stop >= w - m
+
+
 def find_objects_on_table(plate: np.ndarray, table_mask: np.ndarray, table_colour: np.ndarray,
-                          camera: PinholeCamera, table_height: float, arm_mask: np.ndarray) -> list[InventoryItem]:
-    """The inventory of one plate; see the module docstring. `arm_mask`: pixels the arms may cover."""
+                          camera: PinholeCamera, table_height: float, arm_mask: np.ndarray,
+                          arm_bases: np.ndarray | None = None) -> list[InventoryItem]:
+    """The inventory of one plate; see the module docstring. `arm_mask`: pixels the arms may cover;
+    `arm_bases`: (N, 2) world xy of the arm bases, beyond whose reach nothing is listed."""
     h, w = table_mask.shape
     distance = np.linalg.norm(plate.astype(np.float32) - table_colour.astype(np.float32), axis=2)
     inside = binary_erosion(table_mask, iterations=_TABLE_EDGE_EROSION_PX)
     candidates = inside & (distance > OBJECT_COLOUR_DISTANCE) & ~binary_dilation(arm_mask, iterations=_ARM_DILATION_PX)
-    candidates = binary_closing(binary_opening(candidates, iterations=1), iterations=2)  # rejoin split parts
+    # holes filled first: a nut or a cup seen from above is a thin ring that the opening would erase
+    candidates = binary_closing(binary_opening(binary_fill_holes(candidates), iterations=1), iterations=2)
     labels, count = label(candidates)
     items = []
     for index, box in enumerate(find_objects(labels), start=1):
         blob = labels == index
         area = int(blob.sum())
-        if area < MIN_AREA_SHARE * h * w:
+        if area < MIN_AREA_SHARE * h * w or _touches_border(box, h, w):
             continue
         placed = _centre_and_size(blob, camera, table_height)
         if placed is None:
             continue
         centre, width, height = placed
+        if arm_bases is not None and np.linalg.norm(np.asarray(arm_bases) - centre, axis=1).min() > REACH_M:
+            continue
         colour = np.median(plate[blob], axis=0)
         top, bottom, left, right = box[0].start, box[0].stop, box[1].start, box[1].stop
         pad = 4
@@ -123,6 +141,13 @@ def find_objects_on_table(plate: np.ndarray, table_mask: np.ndarray, table_colou
                                    (int(left), int(top), int(right), int(bottom)), crop, blob))
     items.sort(key=lambda item: -item.area_px)
     return items
+
+
+def can_be_seen(mask: np.ndarray) -> bool:
+    """Whether an object covering `mask` in the head view is big enough for this inventory to find, at any
+    contrast: some of it survives the opening that removes noise, and that is a blob of at least
+    `MIN_AREA_SHARE` of the image. A 1 cm nut or a screw's 6 mm shaft from the head camera at 320x240 is not."""
+    return int(binary_opening(binary_fill_holes(mask), iterations=1).sum()) >= MIN_AREA_SHARE * mask.size
 
 
 def placement_box(item) -> tuple[np.ndarray, np.ndarray]:
@@ -138,22 +163,31 @@ def distance_to_placement(item, xy) -> float:
 
 
 def match_scene(spec, inventory: list[dict]) -> dict[str, dict]:
-    """For every object and fixture on the table in a scene spec: the nearest inventory item and whether
-    it is within `MATCH_MARGIN_M` (a fixture: its footprint radius, if more) of the item's placement
-    range. Each inventory item is used once."""
-    used: set[int] = set()
+    """For every object and fixture on the table in a scene spec: the inventory item assigned to it, found
+    when within `MATCH_MARGIN_M` (a fixture: its footprint radius, if more) of the item's placement range.
+
+    One optimal assignment over all pairs (each inventory item used once), not nearest-first: with
+    overlapping placement ranges (a nut that may lie anywhere around its plate) the first item would take
+    the blob that belongs to the second. Cost: metres outside the range, plus `SIZE_WEIGHT` times the
+    difference between the item's footprint diameter and the blob's width (where the inventory has one)."""
+    items = [item for item in [*spec.objects, *spec.fixtures] if item.support == "table"]
+    gaps = np.array([[distance_to_placement(item, found["xy"]) for found in inventory] for item in items])
+    gaps = gaps.reshape(len(items), len(inventory))
+    # a fixture's estimated centre may be off by more (a cabinet's lowest point is its open drawer)
+    margins = np.array([max(MATCH_MARGIN_M, getattr(item, "footprint_radius", 0.0)) for item in items])
+    widths = np.array([found.get("size_m", {}).get("width", np.nan) for found in inventory], dtype=float)
+    sizes = np.abs(widths[None, :] - 2 * np.array([footprint_radius(item) for item in items])[:, None])
+    cost = gaps + SIZE_WEIGHT * np.nan_to_num(sizes, nan=0.0)
+    allowed = gaps <= margins[:, None]
+    rows, cols = linear_sum_assignment(np.where(allowed, cost, cost.max(initial=0.0) + 1e3))
+    assigned = {int(r): int(c) for r, c in zip(rows, cols) if allowed[r, c]}
     matches = {}
-    for item in [*spec.objects, *spec.fixtures]:
-        if item.support != "table":
-            continue
-        options = sorted((distance_to_placement(item, found["xy"]), i) for i, found in enumerate(inventory) if i not in used)
-        # a fixture's estimated centre may be off by more (a cabinet's lowest point is its open drawer)
-        margin = max(MATCH_MARGIN_M, getattr(item, "footprint_radius", 0.0))
-        if options and options[0][0] <= margin:
-            gap, i = options[0]
-            used.add(i)
+    for row, item in enumerate(items):
+        if row in assigned:
+            i = assigned[row]
             matches[item.name] = {"found": True, "inventory_index": i, "label": inventory[i]["label"],
-                                  "xy": inventory[i]["xy"], "outside_range_m": round(gap, 4)}
+                                  "xy": inventory[i]["xy"], "outside_range_m": round(float(gaps[row, i]), 4)}
         else:
-            matches[item.name] = {"found": False, "nearest_m": round(options[0][0], 4) if options else None}
+            matches[item.name] = {"found": False,
+                                  "nearest_m": round(float(gaps[row].min()), 4) if len(inventory) else None}
     return matches

@@ -139,7 +139,8 @@ def survey_episode(episode: CalibrationEpisode, rig: RigConfig, fit_keyframes: i
     whole = ArmPoints.from_rig(rig, colors=("body", "accent"), spacing=0.008)
     silhouettes = [rasterise(camera, whole.world(state), (height, width)) for state in states]
     arms = np.logical_or.reduce(silhouettes) | arm_mask(plate, table.brightness)
-    inventory = find_objects_on_table(plate, table.mask, table.colour, camera, table.height, arms)
+    inventory = find_objects_on_table(plate, table.mask, table.colour, camera, table.height, arms,
+                                      np.array([rig.arms[side].xyz[:2] for side in rig.arms]))
     fitted = camera is fit.camera and fit.evaluations > 0
     cameras = {HEAD: _camera_entry(camera, rig, width, height, intrinsics_source,
                                    "fitted to the arm silhouettes" if fitted else "rig nominal",
