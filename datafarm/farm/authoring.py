@@ -67,7 +67,7 @@ def build(workspace: Workspace) -> dict:
     for attempt in range(1, attempts + 1):
         _write_package(workspace, author, match)
         grounding = ground_scene(workspace)
-        inventory = inventory_check(workspace, grounding)
+        inventory = inventory_check(grounding)
         report = {"task": match.task, "match": match.reason, "author": author.name, "grounding": grounding,
                   "inventory_check": inventory, "attempt": attempt}
         workspace.write_json("scene/grounding.json", report)
@@ -103,17 +103,13 @@ def _write_package(workspace: Workspace, author: Author, match) -> None:
     workspace.save_meta()
 
 
-def inventory_check(workspace: Workspace, grounding: dict) -> dict:
-    """Which of the scene's objects the survey's inventory shows; those it does not are flagged (the
+def inventory_check(grounding: dict) -> dict:
+    """Which of the scene's objects the survey's inventory lacks (grounding's matches): they are flagged (the
     contract carries the flags and its reviewer rejects them), never built silently. Objects the head
-    camera is too small to show (`grounding`'s "unconfirmed") are listed apart: no footage could flag them."""
-    from datafarm.survey.inventory import match_scene
-
-    spec = load_scene_spec(workspace.path("scene", "scene.yaml"))
-    matches = match_scene(spec, workspace.read_json("survey.json").get("objects", []))
-    unconfirmed = grounding.get("unconfirmed", [])
-    missing = sorted(name for name, match in matches.items() if not match["found"] and name not in unconfirmed)
-    return {"matches": matches, "not_in_inventory": missing, "too_small_to_survey": unconfirmed}
+    camera is too small to show (grounding's "unconfirmed") are listed apart: no footage could flag them."""
+    unconfirmed = grounding["unconfirmed"]
+    missing = sorted(name for name, match in grounding["matches"].items() if not match["found"] and name not in unconfirmed)
+    return {"not_in_inventory": missing, "too_small_to_survey": unconfirmed}
 
 
 class GroundingFailed(WorkspaceError):

@@ -214,6 +214,7 @@ def ground_scene_spec(config, spec, package_dir, objects: list[dict], object_mas
                        "passed": arm_iou >= MIN_ARM_IOU or not gate_arms, "gated": gate_arms},
               "thresholds": {"max_position_error_cm": MAX_POSITION_ERROR_CM, "min_object_iou": MIN_OBJECT_IOU,
                              "min_arm_iou": MIN_ARM_IOU},
+              "matches": matches,
               "placements": {n: [round(p.x, 4), round(p.y, 4)] for n, p in placements.items()},
               "unconfirmed": sorted(n for n, r in objects_report.items() if r.get("confirmed") is False)}
     report["passed"] = all(r["passed"] for r in objects_report.values()) and report["arms"]["passed"]

@@ -5,7 +5,8 @@ pixels whose colour is farther than `OBJECT_COLOUR_DISTANCE` from the table's co
 (the arm model projected through the fitted camera at the recorded joint states, all its parts,
 dilated), are grouped into connected blobs (holes filled, specks opened away, split parts rejoined).
 Blobs cut by the image border (their size and place cannot be measured; often a backdrop the table's
-colour let into the table region) and blobs beyond the arms' reach (`REACH_M`) are not listed. Each blob big enough is one object:
+colour let into the table region) and blobs beyond the arms' reach (`REACH_M`) are not listed. Each
+blob big enough is one object:
 
 - position: its lowest image point (at its mean column) is about where it meets the table nearest the
   camera; cast onto the table plane and pushed back along the line of sight by half its width (blobs
