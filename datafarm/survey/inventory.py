@@ -108,6 +108,13 @@ def _touches_border(box: tuple[slice, slice], h: int, w: int) -> bool:
     return box[0].start <= m or box[1].start <= m or box[0].stop >= h - m or box[1].stop >= w - m
 
 
+def _without_specks(mask: np.ndarray) -> np.ndarray:
+    """`mask` with the specks of colour noise opened away. A nut or a cup seen from above is a thin ring,
+    often broken where its rim matches the table: the ring is closed and its hole filled first, or the
+    opening would erase it."""
+    return binary_opening(binary_fill_holes(binary_closing(mask, iterations=2)), iterations=1)
+
+
 def find_objects_on_table(plate: np.ndarray, table_mask: np.ndarray, table_colour: np.ndarray,
                           camera: PinholeCamera, table_height: float, arm_mask: np.ndarray,
                           arm_bases: np.ndarray | None = None) -> list[InventoryItem]:
@@ -117,9 +124,7 @@ def find_objects_on_table(plate: np.ndarray, table_mask: np.ndarray, table_colou
     distance = np.linalg.norm(plate.astype(np.float32) - table_colour.astype(np.float32), axis=2)
     inside = binary_erosion(table_mask, iterations=_TABLE_EDGE_EROSION_PX)
     candidates = inside & (distance > OBJECT_COLOUR_DISTANCE) & ~binary_dilation(arm_mask, iterations=_ARM_DILATION_PX)
-    # holes filled first: a nut or a cup seen from above is a thin ring that the opening would erase
-    candidates = binary_closing(binary_opening(binary_fill_holes(candidates), iterations=1), iterations=2)
-    labels, count = label(candidates)
+    labels, count = label(_without_specks(candidates))
     items = []
     for index, box in enumerate(find_objects(labels), start=1):
         blob = labels == index
@@ -148,7 +153,7 @@ def can_be_seen(mask: np.ndarray) -> bool:
     """Whether an object covering `mask` in the head view is big enough for this inventory to find, at any
     contrast: some of it survives the opening that removes noise, and that is a blob of at least
     `MIN_AREA_SHARE` of the image. A 1 cm nut or a screw's 6 mm shaft from the head camera at 320x240 is not."""
-    return int(binary_opening(binary_fill_holes(mask), iterations=1).sum()) >= MIN_AREA_SHARE * mask.size
+    return int(_without_specks(mask).sum()) >= MIN_AREA_SHARE * mask.size
 
 
 def placement_box(item) -> tuple[np.ndarray, np.ndarray]:
