@@ -10,7 +10,7 @@ import numpy as np
 
 from datafarm.media import probe
 from datafarm.render.views import BACKGROUND, TABLE, class_height, class_maps, load_camera_arrays, still_camera_steps
-from datafarm.review.generated import colour_drift, read_seams, seam_jump, static_blocks
+from datafarm.review.generated import colour_drift, edge_agreement, read_seams, seam_jump, static_blocks
 from datafarm.review.report import Check, EpisodeReview, ReviewThresholds
 from datafarm.review.robot_mask import robot_mask_agreement
 from datafarm.review.view_analysis import SimView, ViewMeasures, analyse_view
@@ -110,6 +110,11 @@ def _generated_checks(sim: SimView, blocks: np.ndarray, seams: list[int], thresh
     checks.append(Check("colour_drift", drift is None or drift <= thresholds.max_colour_drift, drift,
                         thresholds.max_colour_drift, sim.camera, "static background, first frames against the last"
                         if drift is not None else "not applicable: a moving camera or no static background"))
+    edges = edge_agreement(blocks, sim.classes)
+    checks.append(Check("edge_agreement", edges is None or edges >= thresholds.min_edge_agreement, edges,
+                        thresholds.min_edge_agreement, sim.camera, "video gradients on the sim's robot and object "
+                        "outlines against their interiors (AUC)" if edges is not None else
+                        "not applicable: too little robot or object outline in view"))
     return checks
 
 

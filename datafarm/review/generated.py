@@ -1,15 +1,21 @@
 """Checks only a generated video needs: a video model renders long episodes in chunks one after another,
-and can jump at a chunk's seam or let the scene's colours drift over the episode. The composite renderer
+and can jump at a chunk's seam, let the scene's colours drift over the episode, or draw the robot and
+objects where the sim did not. The composite renderer
 pastes sim pixels over a fixed plate and does neither, so these run only on views a generative renderer
 marked (its ``generation.json`` beside the videos, listing the seams).
 
-Both work on the block means the review's one decoding pass keeps (view_analysis.BLOCK), so they cost no
+All work on the block means the review's one decoding pass keeps (view_analysis.BLOCK), so they cost no
 second decode:
 
 - seam jump: the mean |change| of the blocks from the frame before a seam to the seam's first frame,
   over the median change of the frames around it (motion is in both, a seam's jump only in the first);
 - colour drift: the RGB distance between the static background's mean colour over the first and the last
-  frames, for a still camera (the sim says which blocks show table or floor only, all episode long).
+  frames, for a still camera (the sim says which blocks show table or floor only, all episode long);
+- edge agreement: whether the video's edges are where the sim's robot and objects have theirs. Over a few
+  frames, the chance that a block the sim's robot or object outline crosses has a stronger luma gradient
+  than a block inside the robot or an object (the area under the ROC curve: 0.5 is chance). The table's
+  inside is left out: a checked tablecloth is all edges. A video that moved the robot, shifted the scene
+  or dissolved an object loses it.
 """
 
 from __future__ import annotations
@@ -18,12 +24,18 @@ import json
 from pathlib import Path
 
 import numpy as np
+from scipy.stats import rankdata
 
 from datafarm.render.base import GENERATION_FILE
+from datafarm.render.color import luminance
+from datafarm.render.views import TABLE
 from datafarm.review.view_analysis import BLOCK, static_background_mask
+
 SEAM_WINDOW = 4  # frame changes on each side of a seam that make its baseline
 DRIFT_SPAN = 8  # frames averaged at each end for the colour drift
 MIN_CHANGE = 0.5  # levels: the baseline of a still scene (codec noise) is at least this
+EDGE_FRAMES = 12  # frames sampled for the edge agreement
+MIN_OUTLINE_BLOCKS = 20  # fewer outline blocks than this over those frames: not applicable
 
 
 def read_seams(render_dir: Path) -> list[int] | None:
@@ -63,3 +75,39 @@ def colour_drift(blocks: np.ndarray, static: np.ndarray, span: int = DRIFT_SPAN)
     first = blocks[:span][:, static].reshape(-1, 3).mean(axis=0)
     last = blocks[-span:][:, static].reshape(-1, 3).mean(axis=0)
     return float(np.linalg.norm(first - last))
+
+
+def _block_classes(classes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per BLOCK x BLOCK block of (H, W) classes: whether a robot or object outline crosses it, and whether
+    it lies inside the robot or an object (it and its 8 neighbours hold that class only)."""
+    height, width = (classes.shape[0] // BLOCK) * BLOCK, (classes.shape[1] // BLOCK) * BLOCK
+    cells = classes[:height, :width].reshape(height // BLOCK, BLOCK, width // BLOCK, BLOCK).transpose(0, 2, 1, 3)
+    low, high = cells.min(axis=(2, 3)), cells.max(axis=(2, 3))
+    outline = (low != high) & (high > TABLE)
+    uniform = np.pad(low == high, 1, constant_values=False)
+    value = np.pad(low, 1)
+    interior = np.ones_like(outline)
+    for dv in (-1, 0, 1):
+        for du in (-1, 0, 1):
+            shifted = (slice(1 + dv, uniform.shape[0] - 1 + dv), slice(1 + du, uniform.shape[1] - 1 + du))
+            interior &= uniform[shifted] & (value[shifted] == low)
+    return outline, interior & (low > TABLE)
+
+
+def edge_agreement(blocks: np.ndarray, classes: np.ndarray, frames: int = EDGE_FRAMES) -> float | None:
+    """AUC (module docstring) of the video's block luma gradient, sim outline blocks against interior blocks,
+    over `frames` evenly spaced frames; None when the sim shows too little robot or object outline."""
+    count = min(len(blocks), len(classes))
+    outline_values, interior_values = [], []
+    for t in np.unique(np.linspace(0, count - 1, min(frames, count)).round().astype(int)):
+        outline, interior = _block_classes(classes[t])
+        luma = luminance(blocks[t][:outline.shape[0], :outline.shape[1]].astype(np.float32))
+        dv, du = np.gradient(luma)
+        gradient = np.hypot(dv, du)
+        outline_values.append(gradient[outline])
+        interior_values.append(gradient[interior])
+    positive, negative = np.concatenate(outline_values), np.concatenate(interior_values)
+    if len(positive) < MIN_OUTLINE_BLOCKS or not len(negative):
+        return None
+    ranks = rankdata(np.concatenate([positive, negative]))  # ties share their mean rank
+    return float((ranks[:len(positive)].sum() - len(positive) * (len(positive) + 1) / 2) / (len(positive) * len(negative)))

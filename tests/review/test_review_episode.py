@@ -147,7 +147,11 @@ def _drifting(frames):
     return np.clip(frames * gain, 0, 255).astype(np.uint8)
 
 
-def test_a_generated_render_is_held_to_the_seam_and_drift_checks(sim_episode, good_render, verdict, tmp_path):
+def _shifted_8px(frames):
+    return np.roll(frames, (8, 8), axis=(1, 2))  # the scene drawn off where the sim has it
+
+
+def test_a_generated_render_is_held_to_the_seam_drift_and_edge_checks(sim_episode, good_render, verdict, tmp_path):
     frames = len(read_video(good_render["head"]))
     good = _corrupt(good_render, tmp_path / "good", "left_wrist", lambda f: f)
     _as_generated(good, frames)
@@ -156,8 +160,10 @@ def test_a_generated_render_is_held_to_the_seam_and_drift_checks(sim_episode, go
     head = {c.name: c for c in review.checks if c.camera == "head"}
     assert head["seam_jump"].value is not None and head["seam_jump"].value < 2.5, head["seam_jump"].describe()
     assert head["colour_drift"].value is not None and head["colour_drift"].value < 3.0, head["colour_drift"].describe()
+    assert head["edge_agreement"].value is not None and head["edge_agreement"].value > 0.7, head["edge_agreement"].describe()
     assert not any(c.name == "seam_jump" for c in review_episode(sim_episode, good_render, verdict).checks)
-    for change, failing in ((_step_at_second_seam, "seam_jump"), (_drifting, "colour_drift")):
+    for change, failing in ((_step_at_second_seam, "seam_jump"), (_drifting, "colour_drift"),
+                            (_shifted_8px, "edge_agreement")):
         corrupted = _corrupt(good_render, tmp_path / failing, "head", change)
         _as_generated(corrupted, frames)
         review = review_episode(sim_episode, corrupted, verdict)
