@@ -1,8 +1,8 @@
 """Checks only a generated video needs: a video model renders long episodes in chunks one after another,
 and can jump at a chunk's seam, let the scene's colours drift over the episode, or draw the robot and
-objects where the sim did not. The composite renderer
-pastes sim pixels over a fixed plate and does neither, so these run only on views a generative renderer
-marked (its ``generation.json`` beside the videos, listing the seams).
+objects where the sim did not. The composite renderer pastes sim pixels over a fixed plate and does none
+of these, so these checks run only on views a generative renderer marked (its ``generation.json`` beside
+the videos, listing the seams).
 
 All work on the block means the review's one decoding pass keeps (view_analysis.BLOCK), so they cost no
 second decode:
@@ -109,5 +109,11 @@ def edge_agreement(blocks: np.ndarray, classes: np.ndarray, frames: int = EDGE_F
     positive, negative = np.concatenate(outline_values), np.concatenate(interior_values)
     if len(positive) < MIN_OUTLINE_BLOCKS or not len(negative):
         return None
+    return _auc(positive, negative)
+
+
+def _auc(positive: np.ndarray, negative: np.ndarray) -> float:
+    """P(a positive value > a negative one), ties counting half: the Mann-Whitney U over the pair count."""
     ranks = rankdata(np.concatenate([positive, negative]))  # ties share their mean rank
-    return float((ranks[:len(positive)].sum() - len(positive) * (len(positive) + 1) / 2) / (len(positive) * len(negative)))
+    u = ranks[:len(positive)].sum() - len(positive) * (len(positive) + 1) / 2
+    return float(u / (len(positive) * len(negative)))
