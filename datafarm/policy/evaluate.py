@@ -234,8 +234,10 @@ def run_batch(run: EvalRun, seeds: list[int], torch_threads: int | None = None) 
     done = 0
     with CostLedger(workspace.root).measure_cpu("eval"):
         if run.policy == "expert":
+            # each batch its own sandbox: parallel workers sharing one would overwrite each other's trace
+            sandbox = run.folder / ".expert-sandbox" / str(min(seeds, default=0))
             for seed in seeds:
-                _write(run, expert_trial(workspace, setup, seed, run.appearance))
+                _write(run, expert_trial(workspace, setup, seed, run.appearance, sandbox))
                 done += 1
             return done
         policy = load_policy(workspace, setup, run)
@@ -262,11 +264,12 @@ def load_policy(workspace: Workspace, setup: TrialSetup, run: EvalRun):
                                n_action_steps=run.n_action_steps, temporal_ensemble=run.temporal_ensemble)
 
 
-def expert_trial(workspace: Workspace, setup: TrialSetup, seed: int, appearance: str) -> TrialResult:
-    """The task's expert on an evaluation seed, in the farm's sandboxes (expert in one, judge in another)."""
+def expert_trial(workspace: Workspace, setup: TrialSetup, seed: int, appearance: str, sandbox: Path) -> TrialResult:
+    """The task's expert on an evaluation seed, in the farm's sandboxes under `sandbox` (expert in one, judge
+    in another)."""
     from datafarm.task.isolation import rollouts_for
 
-    rollouts = rollouts_for(setup.package, workspace.path(EVALS, ".expert-sandbox"), hidden=[workspace.root])
+    rollouts = rollouts_for(setup.package, sandbox, hidden=[workspace.root])
     result = rollouts.run(seed, setup.randomization, setup.rig_config)
     end = "success" if result.success else ("expert_error" if result.error else "judge_rejected")
     return TrialResult(setup.package.name, "expert", appearance, seed, result.success, end, result.verdict.to_dict(),

@@ -153,6 +153,15 @@ def test_replaying_the_experts_actions_on_its_seed_succeeds_and_doing_nothing_fa
     assert (workspace / "replay.mp4").stat().st_size > 0
 
 
+@pytest.mark.slow
+def test_the_expert_control_runs_on_parallel_workers_each_in_its_own_sandbox(workspace):
+    # two workers once shared one sandbox, and one's trace vanished under the other's judge
+    results = evaluate(Workspace.open(workspace), "expert", 2, "original", workers=2)
+    assert [r["success"] for r in results] == [True, True], [r["verdict"] for r in results]
+    sandboxes = workspace / "evals" / "expert" / "original" / ".expert-sandbox"
+    assert len(list(sandboxes.iterdir())) == 2
+
+
 class _ViewProbe:
     """A policy that looks at some views and holds still, remembering which views each tick brought."""
 
