@@ -24,6 +24,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+from scipy.ndimage import maximum_filter, minimum_filter
 from scipy.stats import rankdata
 
 from datafarm.render.base import GENERATION_FILE
@@ -84,14 +85,9 @@ def _block_classes(classes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     cells = classes[:height, :width].reshape(height // BLOCK, BLOCK, width // BLOCK, BLOCK).transpose(0, 2, 1, 3)
     low, high = cells.min(axis=(2, 3)), cells.max(axis=(2, 3))
     outline = (low != high) & (high > TABLE)
-    uniform = np.pad(low == high, 1, constant_values=False)
-    value = np.pad(low, 1)
-    interior = np.ones_like(outline)
-    for dv in (-1, 0, 1):
-        for du in (-1, 0, 1):
-            shifted = (slice(1 + dv, uniform.shape[0] - 1 + dv), slice(1 + du, uniform.shape[1] - 1 + du))
-            interior &= uniform[shifted] & (value[shifted] == low)
-    return outline, interior & (low > TABLE)
+    # inside: the 3x3 blocks around hold one class (beyond the border counts as another)
+    inside = minimum_filter(low, 3, mode="constant", cval=0) == maximum_filter(high, 3, mode="constant", cval=255)
+    return outline, inside & (low > TABLE)
 
 
 def edge_agreement(blocks: np.ndarray, classes: np.ndarray, frames: int = EDGE_FRAMES) -> float | None:
