@@ -7,7 +7,8 @@ lerobot logs its `MetricsTracker` every ``log_freq`` steps, but formats the step
 loss curve is taken from the tracker object itself: a filter on the root logger (lerobot replaces
 the root logger's handlers, not its filters) appends ``tracker.to_dict()`` to METRICS.jsonl.
 When the dataset has a frame store (a derived dataset, :mod:`datafarm.policy.frame_store`), the
-datasets lerobot makes read their images from it; everything else is lerobot's own training.
+datasets lerobot makes read their images from it. An ACT whose ResNet starts from random weights
+trains it with BatchNorm (`with_trainable_backbone_norm`); everything else is lerobot's own training.
 """
 
 from __future__ import annotations
@@ -49,6 +50,42 @@ def _with_frame_store(make_datasets):
     return make
 
 
+def with_trainable_backbone_norm(policy):
+    """ACT builds its ResNet with FrozenBatchNorm2d, made for ImageNet weights and their statistics. From
+    random weights (``pretrained_backbone_weights`` null: all we have offline) a frozen norm is the
+    identity, so the backbone would train with no normalisation at all, and slowly. Swap each one for a
+    BatchNorm2d holding the same four tensors (on resume, the trained ones) and no batch counter (its
+    momentum does not use one), so the checkpoint has the keys lerobot's own ACT has. In eval mode
+    BatchNorm2d computes what FrozenBatchNorm2d computes from them: the checkpoint loads and acts
+    unchanged. Returns how many norms were swapped."""
+    import torch
+    from torchvision.ops.misc import FrozenBatchNorm2d
+
+    backbone = getattr(getattr(policy, "model", None), "backbone", None)
+    if backbone is None or getattr(policy.config, "pretrained_backbone_weights", "") is not None:
+        return 0
+    frozen = [(name, module) for name, module in backbone.named_modules() if isinstance(module, FrozenBatchNorm2d)]
+    for name, module in frozen:
+        norm = torch.nn.BatchNorm2d(module.weight.numel(), eps=module.eps).to(module.weight.device)
+        with torch.no_grad():
+            for tensor in ("weight", "bias", "running_mean", "running_var"):
+                getattr(norm, tensor).copy_(getattr(module, tensor))
+        norm.register_buffer("num_batches_tracked", None)
+        parent, _, attribute = name.rpartition(".")
+        setattr(backbone.get_submodule(parent), attribute, norm)
+    return len(frozen)
+
+
+def _with_backbone_norm(make_policy):
+    def make(*args, **kwargs):
+        policy = make_policy(*args, **kwargs)
+        if swapped := with_trainable_backbone_norm(policy):
+            logging.info("the backbone starts from random weights: %d frozen norms train as BatchNorm", swapped)
+        return policy
+
+    return make
+
+
 def main(argv: list[str]) -> None:
     if len(argv) < 2 or argv[1] != "--":
         raise SystemExit("usage: python -m datafarm.policy.lerobot_run METRICS.jsonl -- <lerobot-train arguments>")
@@ -56,6 +93,7 @@ def main(argv: list[str]) -> None:
 
     logging.getLogger().addFilter(MetricsRecorder(Path(argv[0])))
     lerobot_train.make_train_eval_datasets = _with_frame_store(lerobot_train.make_train_eval_datasets)
+    lerobot_train.make_policy = _with_backbone_norm(lerobot_train.make_policy)
     sys.argv = ["lerobot-train", *argv[2:]]
     lerobot_train.main()
 

@@ -276,3 +276,54 @@ def _processes_mentioning(text: str) -> list[int]:
         except OSError:
             continue
     return found
+
+
+def test_a_backbone_from_random_weights_trains_its_norms_and_still_loads_into_lerobots_act(tmp_path):
+    import torch
+    from lerobot.configs.types import FeatureType, PolicyFeature
+    from lerobot.policies.act.configuration_act import ACTConfig
+    from lerobot.policies.act.modeling_act import ACTPolicy
+    from torchvision.ops.misc import FrozenBatchNorm2d
+
+    from datafarm.policy.lerobot_run import with_trainable_backbone_norm
+
+    torch.manual_seed(0)
+    config = ACTConfig(pretrained_backbone_weights=None, dim_model=32, n_heads=2, dim_feedforward=64,
+                       n_encoder_layers=1, n_vae_encoder_layers=1, latent_dim=8, chunk_size=4, n_action_steps=4,
+                       device="cpu", push_to_hub=False,
+                       input_features={"observation.state": PolicyFeature(FeatureType.STATE, (3,)),
+                                       "observation.images.head": PolicyFeature(FeatureType.VISUAL, (3, 32, 32))},
+                       output_features={"action": PolicyFeature(FeatureType.ACTION, (3,))})
+    policy = ACTPolicy(config)
+    frozen = [m for m in policy.model.backbone.modules() if isinstance(m, FrozenBatchNorm2d)]
+    for norm in frozen:  # statistics as training leaves them, not the identity
+        for tensor in (norm.weight, norm.bias, norm.running_mean):
+            tensor.normal_(0, 0.3)
+        norm.running_var.uniform_(0.5, 2.0)
+    batch = {"observation.state": torch.randn(2, 3), "observation.images.head": torch.rand(2, 3, 32, 32)}
+    policy.eval()
+    before = policy.predict_action_chunk(batch)
+    keys = set(policy.state_dict())
+
+    assert with_trainable_backbone_norm(policy) == len(frozen) > 0
+    norms = [m for m in policy.model.backbone.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    assert len(norms) == len(frozen) and all(m.weight.requires_grad for m in norms)
+    assert not any(isinstance(m, FrozenBatchNorm2d) for m in policy.model.backbone.modules())
+    assert {id(p) for p in norms[0].parameters()} <= {id(p) for group in policy.get_optim_params()
+                                                       for p in group["params"]}
+    policy.eval()
+    assert torch.allclose(policy.predict_action_chunk(batch), before, atol=1e-5)
+    assert set(policy.state_dict()) == keys  # the checkpoint has exactly lerobot's keys
+
+    policy.save_pretrained(tmp_path / "model")
+    loaded = ACTPolicy.from_pretrained(tmp_path / "model")
+    assert any(isinstance(m, FrozenBatchNorm2d) for m in loaded.model.backbone.modules())
+    loaded.eval()
+    assert torch.allclose(loaded.predict_action_chunk(batch), before, atol=1e-5)
+
+    policy.train()
+    policy.model.backbone(batch["observation.images.head"])  # a training forward updates the statistics
+    assert not torch.equal(norms[0].running_mean, frozen[0].running_mean)
+
+    loaded.config.pretrained_backbone_weights = "ResNet18_Weights.IMAGENET1K_V1"  # pretrained: statistics stay frozen
+    assert with_trainable_backbone_norm(loaded) == 0
