@@ -54,6 +54,7 @@ LOSS_CURVE = "loss_curve.png"
 LOG_FILE = "train.log"
 PRESET_FILE = "preset.yaml"
 PRUNE_EVERY_S = 2.0
+CHARGE_EVERY_S = 60.0  # a running training is charged this often: a kill -9 of the command loses at most this much
 
 
 class TrainingFailed(PermanentError):
@@ -223,11 +224,29 @@ def _check_same_delivery(folder: Path, data: TrainingData) -> None:
                            f"{data.manifest_sha256[:12]}): move or delete {folder} to train on this one")
 
 
+def _tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds so far of a live process and its descendants (its loader workers), from Linux's /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+    processes = {}  # pid -> (parent pid, CPU seconds including its reaped children)
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
+        except OSError:  # ended while listed
+            continue
+        processes[int(stat.parent.name)] = (int(fields[1]), sum(int(f) for f in fields[11:15]) / tick)
+    tree, newest = set(), {pid}
+    while newest:
+        tree |= newest
+        newest = {child for child, (parent, _) in processes.items() if parent in newest} - tree
+    return sum(processes[member][1] for member in tree if member in processes)
+
+
 def _run_lerobot(workspace_root: Path, folder: Path, arguments: list[str], env: dict[str, str],
                  preset: Preset) -> tuple[float, float]:
     """Run lerobot's training as a child process; returns (wall, CPU) seconds; the cost is charged even if it fails."""
     command = [sys.executable, "-m", "datafarm.policy.lerobot_run", str(folder / METRICS_FILE), "--", *arguments]
     cpu_before, started = _children_cpu_seconds(), time.perf_counter()
+    charged_wall = charged_cpu = 0.0  # what the ledger has of this run so far
     with open(folder / LOG_FILE, "a") as out:
         out.write(f"\n# {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(command)}\n")
         out.flush()
@@ -240,13 +259,17 @@ def _run_lerobot(workspace_root: Path, folder: Path, arguments: list[str], env: 
                 while (returncode := process.poll()) is None:
                     time.sleep(PRUNE_EVERY_S)
                     prune_checkpoints(folder, preset.keep_checkpoints)
+                    if time.perf_counter() - started - charged_wall >= CHARGE_EVERY_S:
+                        wall, cpu = time.perf_counter() - started, _tree_cpu_seconds(process.pid)
+                        _charge(workspace_root, preset, wall - charged_wall, max(cpu - charged_cpu, 0.0))
+                        charged_wall, charged_cpu = wall, max(cpu, charged_cpu)
         except BaseException:  # our own interruption: stop lerobot too (its last checkpoint stays)
             process.terminate()
             process.wait()
             raise
         finally:
             wall, cpu = time.perf_counter() - started, _children_cpu_seconds() - cpu_before
-            _charge(workspace_root, preset, wall, cpu)
+            _charge(workspace_root, preset, wall - charged_wall, max(cpu - charged_cpu, 0.0))
             prune_checkpoints(folder, preset.keep_checkpoints)
     if returncode < 0:
         raise TrainingInterrupted(f"training {preset.folder_name} was killed by signal {-returncode}; rerun the same "

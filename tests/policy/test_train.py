@@ -210,9 +210,11 @@ def test_smoke_training_makes_a_policy_that_acts(farmed_workspace, tmp_path):
 
 
 def _train_in_background(workspace: Path, preset) -> subprocess.Popen:
-    """`train_policy` in its own process (and session), returned once its first checkpoint is written."""
-    script = ("import sys; from datafarm.policy.presets import Preset; from datafarm.policy.train import train_policy; "
-              "train_policy(sys.argv[1], 'act', 'smoke', preset=Preset.model_validate_json(sys.argv[2]))")
+    """`train_policy` in its own process (and session), charging its cost every second, returned once its first
+    checkpoint is written."""
+    script = ("import sys; from datafarm.policy import train; from datafarm.policy.presets import Preset; "
+              "train.CHARGE_EVERY_S = 1.0; "
+              "train.train_policy(sys.argv[1], 'act', 'smoke', preset=Preset.model_validate_json(sys.argv[2]))")
     process = subprocess.Popen([sys.executable, "-c", script, str(workspace), preset.model_dump_json()],
                                start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     folder = workspace / "policies" / "act-smoke"
@@ -242,6 +244,8 @@ def test_killed_training_resumes_from_its_last_checkpoint(farmed_workspace, tmp_
     _trainer_ends_with(process, folder)
     killed_at = checkpoint_step(folder)
     assert 0 < killed_at < 30, f"the kill came too late (step {killed_at}) to test resuming"
+    charged = CostLedger(workspace).by_phase().get("train:act-smoke", {})
+    assert charged.get("cpu", 0) > 0, f"a kill -9 lost the training's cost: {charged}"
 
     result = train_policy(workspace, "act", "smoke", preset=preset)
     assert result.resumed_from == killed_at and result.steps_done == 30 == checkpoint_step(folder)
