@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +36,17 @@ def step_timing(metrics: list[dict[str, float]], skip_first: bool = True) -> Ste
     update = sum(row["update_s"] for row in rows) / len(rows)
     total = loading + update
     return StepTiming(total, loading / total if total > 0 else 0.0, len(rows))
+
+
+def slowed_down(metrics: list[dict[str, float]], factor: float = 3.0, history: int = 4) -> tuple[float, float] | None:
+    """(usual, latest) s/step when the latest window took at least `factor` x the median of the windows
+    before it (at least `history` of them, the first skipped), else None. On a CPU, a step slows like this
+    when other work shares the cores: torch's threads keep waiting on each other."""
+    times = [row["update_s"] + row["dataloading_s"] for row in metrics[1:]]
+    if len(times) <= history:
+        return None
+    usual, latest = statistics.median(times[:-1]), times[-1]
+    return (usual, latest) if latest >= factor * usual else None
 
 
 def draw_loss_curve(metrics: list[dict[str, float]], path: Path, title: str,

@@ -30,7 +30,7 @@ import yaml
 
 from datafarm.costs import CostLedger
 from datafarm.errors import BadInput, PermanentError, TransientError, Unavailable
-from datafarm.policy.curve import StepTiming, draw_loss_curve, read_metrics, step_timing
+from datafarm.policy.curve import StepTiming, draw_loss_curve, read_metrics, slowed_down, step_timing
 from datafarm.policy.derived import (
     TrainingData,
     delivered_data,
@@ -256,9 +256,15 @@ def _run_lerobot(workspace_root: Path, folder: Path, arguments: list[str], env: 
                    "last checkpoint")
         try:
             with sigterm_raises(lambda: TrainingInterrupted(stopped)):  # a plain `kill` is charged (kill -9 cannot be)
+                warned = False
                 while (returncode := process.poll()) is None:
                     time.sleep(PRUNE_EVERY_S)
                     prune_checkpoints(folder, preset.keep_checkpoints)
+                    if not warned and (slow := slowed_down(read_metrics(folder / METRICS_FILE))):
+                        warned = True
+                        log.warning("training %s slowed from %.2f to %.2f s/step: other work is sharing the cores "
+                                    "(torch's threads wait on each other); it speeds up again once they are free",
+                                    preset.folder_name, *slow)
                     if time.perf_counter() - started - charged_wall >= CHARGE_EVERY_S:
                         wall, cpu = time.perf_counter() - started, _tree_cpu_seconds(process.pid)
                         _charge(workspace_root, preset, wall - charged_wall, max(cpu - charged_cpu, 0.0))

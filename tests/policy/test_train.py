@@ -331,3 +331,15 @@ def test_a_backbone_from_random_weights_trains_its_norms_and_still_loads_into_le
 
     loaded.config.pretrained_backbone_weights = "ResNet18_Weights.IMAGENET1K_V1"  # pretrained: statistics stay frozen
     assert with_trainable_backbone_norm(loaded) == 0
+
+
+def test_a_step_slowed_by_shared_cores_is_noticed():
+    from datafarm.policy.curve import slowed_down
+
+    def windows(*seconds):
+        return [{"steps": 25 * (i + 1), "update_s": s, "dataloading_s": 0.01} for i, s in enumerate(seconds)]
+
+    assert slowed_down(windows(3.0, 0.7, 0.72, 0.69, 0.7, 0.71)) is None  # the first window (model build) is skipped
+    assert slowed_down(windows(3.0, 0.7, 0.72, 8.5)) is None  # too little history to tell
+    usual, latest = slowed_down(windows(3.0, 0.7, 0.72, 0.69, 0.7, 8.5))
+    assert usual == pytest.approx(0.71) and latest == pytest.approx(8.51)
