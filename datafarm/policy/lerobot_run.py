@@ -7,7 +7,8 @@ lerobot logs its `MetricsTracker` every ``log_freq`` steps, but formats the step
 loss curve is taken from the tracker object itself: a filter on the root logger (lerobot replaces
 the root logger's handlers, not its filters) appends ``tracker.to_dict()`` to METRICS.jsonl.
 When the dataset has a frame store (a derived dataset, :mod:`datafarm.policy.frame_store`), the
-datasets lerobot makes read their images from it. An ACT whose ResNet starts from random weights
+datasets lerobot makes read their images from it. A fresh ACT starts its ResNet from the state dict named
+by ``DATAFARM_BACKBONE_INIT`` when set (a pose-pretrained backbone). An ACT whose ResNet is not ImageNet's
 trains it with BatchNorm (`with_trainable_backbone_norm`); everything else is lerobot's own training.
 """
 
@@ -15,8 +16,12 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from pathlib import Path
+
+
+BACKBONE_INIT_ENV = "DATAFARM_BACKBONE_INIT"  # a ResNet state dict a fresh ACT's backbone starts from
 
 
 class MetricsRecorder(logging.Filter):
@@ -76,11 +81,24 @@ def with_trainable_backbone_norm(policy):
     return len(frozen)
 
 
-def _with_backbone_norm(make_policy):
+def load_backbone_init(policy, path: Path) -> None:
+    """Start ACT's backbone from a ResNet state dict (:mod:`datafarm.policy.pose_pretraining`'s); every key must fit."""
+    import torch
+
+    backbone = getattr(getattr(policy, "model", None), "backbone", None)
+    if backbone is None:
+        raise ValueError(f"{type(policy).__name__} has no ResNet backbone to start from {path}")
+    backbone.load_state_dict(torch.load(path, map_location="cpu", weights_only=True), strict=True)
+
+
+def _with_backbone_setup(make_policy):
     def make(*args, **kwargs):
         policy = make_policy(*args, **kwargs)
+        if init := os.environ.get(BACKBONE_INIT_ENV):
+            load_backbone_init(policy, Path(init))
+            logging.info("the backbone starts from %s", init)
         if swapped := with_trainable_backbone_norm(policy):
-            logging.info("the backbone starts from random weights: %d frozen norms train as BatchNorm", swapped)
+            logging.info("the backbone is not ImageNet's: its %d frozen norms train as BatchNorm", swapped)
         return policy
 
     return make
@@ -93,7 +111,7 @@ def main(argv: list[str]) -> None:
 
     logging.getLogger().addFilter(MetricsRecorder(Path(argv[0])))
     lerobot_train.make_train_eval_datasets = _with_frame_store(lerobot_train.make_train_eval_datasets)
-    lerobot_train.make_policy = _with_backbone_norm(lerobot_train.make_policy)
+    lerobot_train.make_policy = _with_backbone_setup(lerobot_train.make_policy)
     sys.argv = ["lerobot-train", *argv[2:]]
     lerobot_train.main()
 

@@ -50,6 +50,15 @@ class BackboneWeights(BaseModel):
         return path if path.is_file() else None
 
 
+class PosePretraining(BaseModel):
+    """Pretrain the backbone on the simulator's object and gripper positions first (:mod:`.pose_pretraining`)."""
+
+    model_config = ConfigDict(extra="forbid")
+    steps: int = Field(gt=0)
+    batch_size: int = Field(gt=0)
+    learning_rate: float = Field(default=1e-3, gt=0)
+
+
 class Preset(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -73,6 +82,7 @@ class Preset(BaseModel):
     torch_threads: int | None = Field(default=None, gt=0)
     policy_options: dict[str, Any] = {}  # lerobot's --policy.<option>=<value>
     backbone: BackboneWeights | None = None  # used only when its file is on disk
+    pose_pretraining: PosePretraining | None = None  # ACT only; instead of a pretrained backbone
     pretrained_path: str | None = None  # a local pretrained policy folder (pi05 starts from pi05_base)
     needs_extra: str | None = None  # pyproject extra this policy needs
 
@@ -89,6 +99,14 @@ class Preset(BaseModel):
         unused = sorted(set(self.camera_sizes) - set(self.cameras))
         if unused:
             raise ValueError(f"camera_sizes names {unused}, which the preset's cameras {self.cameras} do not include")
+        return self
+
+    @model_validator(mode="after")
+    def _pose_pretraining_is_for_act(self) -> Preset:
+        if self.pose_pretraining and (self.policy != "act" or self.backbone or self.pretrained_path
+                                      or not self.needs_derived_dataset):
+            raise ValueError("pose_pretraining initialises a random ACT backbone from a derived dataset's frames: "
+                             "it needs policy act, resized cameras, and neither backbone nor pretrained_path")
         return self
 
     @property

@@ -37,6 +37,8 @@ from datafarm.policy.derived import (
     derived_data,
     training_episode_seeds,
 )
+from datafarm.policy.lerobot_run import BACKBONE_INIT_ENV
+from datafarm.policy.pose_pretraining import pretrain_backbone, report_path
 from datafarm.policy.presets import Preset, load_preset, require_usable
 from datafarm.policy.spec import PolicySpec, write_policy_spec
 from datafarm.processes import die_with_parent, sigterm_raises
@@ -53,6 +55,7 @@ TRAINING_FILE = "training.json"
 LOSS_CURVE = "loss_curve.png"
 LOG_FILE = "train.log"
 PRESET_FILE = "preset.yaml"
+POSE_BACKBONE = "pose_backbone.pt"  # the pose-pretrained ResNet a fresh run starts from (with its report .json)
 PRUNE_EVERY_S = 2.0
 CHARGE_EVERY_S = 60.0  # a running training is charged this often: a kill -9 of the command loses at most this much
 
@@ -158,6 +161,40 @@ def _backbone(preset: Preset) -> tuple[str | None, dict[str, str]]:
     return preset.backbone.weights, {"TORCH_HOME": str(found.parents[2])}
 
 
+def _pose_backbone(workspace_root: Path, folder: Path, preset: Preset, data: TrainingData) -> Path:
+    """The pose-pretrained backbone for a fresh run: reused when it learned from this delivery, else trained
+    here (in this process, charged to the training's cost every minute, like the training itself)."""
+    import torch
+
+    path = folder / POSE_BACKBONE
+    report = report_path(path)
+    if path.is_file() and report.is_file() and \
+            json.loads(report.read_text()).get("dataset_manifest_sha256") == data.manifest_sha256:
+        return path
+    settings = preset.pose_pretraining
+    log.info("%s: pretraining the backbone on object and gripper positions, %d steps", preset.folder_name,
+             settings.steps)
+    if preset.torch_threads:
+        torch.set_num_threads(preset.torch_threads)
+    charged = {"wall": time.perf_counter(), "cpu": time.process_time()}
+
+    def charge(step: int | None = None, loss: float | None = None) -> None:
+        if step is None or time.perf_counter() - charged["wall"] >= CHARGE_EVERY_S:
+            wall, cpu = time.perf_counter(), time.process_time()
+            _charge(workspace_root, preset, wall - charged["wall"], cpu - charged["cpu"])
+            charged.update(wall=wall, cpu=cpu)
+            if step is not None:
+                log.info("%s: backbone pretraining step %d of %d, loss %.3f", preset.folder_name, step,
+                         settings.steps, loss)
+
+    try:
+        pretrain_backbone(workspace_root, data, preset.cameras, path, settings.steps, settings.batch_size,
+                          settings.learning_rate, seed=preset.seed, progress=charge)
+    finally:
+        charge()
+    return path
+
+
 def _offline_env(folder: Path, extra: dict[str, str]) -> dict[str, str]:
     cache = folder / ".cache"
     return {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "disabled",
@@ -202,6 +239,8 @@ def train_policy(workspace_root: Path | str, policy: str, preset_name: str, step
     wall = cpu = gpu = 0.0
     if done < target_steps:
         weights, env = _backbone(preset)
+        if preset.pose_pretraining and done == 0:  # a resumed run's checkpoint already holds the backbone
+            env[BACKBONE_INIT_ENV] = str(_pose_backbone(workspace_root, folder, preset, data))
         arguments = lerobot_arguments(preset, data, output_dir.resolve(), target_steps, resume=done > 0,
                                       backbone_weights=weights)
         log.info("%s: training steps %d..%d with lerobot (%s)", preset.folder_name, done, target_steps,
