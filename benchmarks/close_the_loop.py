@@ -1,7 +1,8 @@
 """The paper's comparison, closed loop in simulation: does farm data make a policy that works, and keeps
 working when the scene looks different? Prints one table: success, Wilson 95% interval, per cell.
 
-    python benchmarks/close_the_loop.py WS --protocol cpu      # one task, reduced ACT, 20 trials/cell (~2 h, 2 cores)
+    python benchmarks/close_the_loop.py WS --protocol cpu      # one task, reduced ACT, 20 trials/cell (2 cores:
+                                                               # ~2 h per arm: pose pretraining, training, eval)
     python benchmarks/close_the_loop.py WS --protocol full     # GPU: ACT gpu preset, 50 trials/cell, the curve
     python benchmarks/close_the_loop.py --blind-replay --seeds 10   # blind replay per reference task
 
