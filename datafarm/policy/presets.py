@@ -55,7 +55,7 @@ class PosePretraining(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     steps: int = Field(gt=0)
-    batch_size: int = Field(gt=0)
+    batch_size: int = Field(ge=2)  # BatchNorm needs two samples where a small camera's feature map is 1x1
     learning_rate: float = Field(default=1e-3, gt=0)
 
 
