@@ -32,11 +32,11 @@ from datafarm.errors import BadInput
 from datafarm.farm.episodes import episode_dir
 from datafarm.policy.derived import HARVEST_MAP, TrainingData
 from datafarm.policy.frame_store import has_frame_store, store_path
+from datafarm.task.trace import Trace
 
 log = logging.getLogger(__name__)
 
 TRACE_FILE = "trace.npz"
-POSE_PREFIX = "pose/"
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 HELD_OUT_SHARE = 0.1  # of episodes, for the reported position error
@@ -68,10 +68,10 @@ def pose_targets(workspace_root: Path, dataset_root: Path, cameras: list[str]) -
         if not trace_path.is_file():
             raise BadInput(f"{trace_path} is missing: the workspace lost episode {entry['farm_index']}'s trace; "
                            "restore it or farm again")
-        trace = np.load(trace_path)
-        objects = np.stack([trace[key][:length, :3, 3] for key in sorted(trace.files) if key.startswith(POSE_PREFIX)],
+        trace = Trace.load(trace_path)
+        objects = np.stack([trace.poses[name][:length, :3, 3] for name in sorted(trace.poses)],
                            axis=1)  # (frames, objects, 3)
-        tcp = trace["tcp"][:length]  # (frames, 2 arms, 3)
+        tcp = trace.tcp[:length]  # (frames, 2 arms, 3)
         if len(objects) < length:
             raise BadInput(f"{trace_path} has {len(objects)} frames, the dataset {length}: farm the workspace again")
         for camera in cameras:
