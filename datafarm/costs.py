@@ -103,8 +103,9 @@ def _cpu_seconds(thread_only: bool = False) -> float:
     if thread_only:
         usage = resource.getrusage(resource.RUSAGE_THREAD)
         return usage.ru_utime + usage.ru_stime + worker
-    own = os.times()
-    return own.user + own.system + own.children_user + own.children_system + worker
+    # process_time has nanosecond resolution; os.times counts 10 ms ticks, too coarse for a short block.
+    children = os.times()
+    return time.process_time() + children.children_user + children.children_system + worker
 
 
 # CPU that the sandboxed workers (the expert's, the judge's) reported, request by request. It never
