@@ -71,11 +71,11 @@ class CostLedger:
         """Charge the CPU time spent inside the block: this process's and its finished children's, or with
         `thread_only` this thread's alone (a block that runs beside others in the same process); either way
         with what the sandboxed workers this thread called reported."""
-        start = _cpu_seconds(thread_only)
+        start = cpu_seconds(thread_only)
         try:
             yield
         finally:
-            self.add_cpu(phase, _cpu_seconds(thread_only) - start, episode)
+            self.add_cpu(phase, cpu_seconds(thread_only) - start, episode)
 
     def entries(self) -> list[CostEntry]:
         return [CostEntry(**record) for record in read_jsonl(self.path)]
@@ -98,7 +98,9 @@ class CostLedger:
         return sum(entry.usd for entry in self.entries())
 
 
-def _cpu_seconds(thread_only: bool = False) -> float:
+def cpu_seconds(thread_only: bool = False) -> float:
+    """CPU seconds so far: this process's and its finished children's, or this thread's alone; either way
+    with what the sandboxed workers this thread called reported."""
     worker = getattr(_worker_cpu, "seconds", 0.0)
     if thread_only:
         usage = resource.getrusage(resource.RUSAGE_THREAD)

@@ -11,18 +11,21 @@ from functools import partial
 from pathlib import Path
 
 from prefect import flow
+from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 import flows.run_logs  # noqa: F401  (a deployment loads this file as a script: register our log lines here too)
 from datafarm.farm.collect import EpisodeSteps, collect_episodes
+from datafarm.errors import Unavailable
 from datafarm.farm.deliver import VerifyReport
 from datafarm.farm.prepare import settings_of
 from datafarm.farm.registry import FLOWS, phases_of_flow, selected_phases
 from datafarm.farm.runner import PhaseOutcome
+from datafarm.farm.settings import FarmSettings
 from datafarm.storage import push_destination
 from datafarm.workspace import Workspace
 from datafarm.workspace.lock import farm_lock
 from tasks.farm_tasks import (harvest_task, phase_task, publish_phase_cost, render_episode_task, review_episode_task,
-                              rollout_episode_task, verify_task)
+                              rollout_seed_task, verify_task)
 from tasks.request_tasks import publish_run_report_task
 from tasks.storage_tasks import push_task
 
@@ -72,18 +75,39 @@ def expert_flow(workspace_path: str, phases: list[str] | None = None, force: boo
     return _run_phases("expert", workspace_path, phases, force)
 
 
+def rollout_runner(settings: FarmSettings) -> TaskRunner:
+    """Where the episodes flow's rollouts run (the rollout_runner setting): threads of this process, each
+    waiting on its sandboxed simulation, or the processes of a Dask cluster (prefect-dask): a local one of
+    rollout_workers processes, or the scheduler at dask_address."""
+    if settings.rollout_runner == "threads":
+        return ThreadPoolTaskRunner(max_workers=settings.rollout_workers)
+    try:
+        from prefect_dask import DaskTaskRunner
+    except ImportError as error:
+        raise Unavailable("rollout_runner 'dask' needs prefect-dask: pip install 'datafarm[dask]' (or set "
+                          "rollout_runner to threads)") from error
+    if settings.dask_address:
+        return DaskTaskRunner(address=settings.dask_address)
+    return DaskTaskRunner(cluster_kwargs={"n_workers": settings.rollout_workers, "threads_per_worker": 1,
+                                          "processes": True, "dashboard_address": None})
+
+
 @flow(name="episodes")
 def episodes_flow(workspace_path: str, phases: list[str] | None = None) -> dict:
     """Rollout -> render -> review rounds (or the phases given) until the target is admitted."""
     workspace = Workspace.open(workspace_path)
     phases = phases or list(phases_of_flow("episodes"))
-    # a rollout is submitted to the task runner (a thread waiting on the sandboxed simulation) while this
-    # thread renders and reviews: two cores at work
-    steps = EpisodeSteps(rollout=partial(rollout_episode_task, workspace_path),
-                         render=partial(render_episode_task, workspace_path),
-                         review=partial(review_episode_task, workspace_path),
-                         start_rollout=partial(rollout_episode_task.submit, workspace_path))
-    with locked(workspace_path):
+    # rollouts are submitted to their runner (threads waiting on sandboxed simulations, or a Dask cluster's
+    # processes) while this thread renders and reviews: every core at work
+    settings = settings_of(workspace)
+    threads = settings.rollout_runner == "threads"  # else processes, each with its own sandboxes
+    with locked(workspace_path), rollout_runner(settings) as runner:
+        steps = EpisodeSteps(
+            rollout=partial(rollout_seed_task, workspace_path),
+            render=partial(render_episode_task, workspace_path),
+            review=partial(review_episode_task, workspace_path),
+            start_rollout=lambda seed, slot: runner.submit(
+                rollout_seed_task, {"workspace_path": workspace_path, "seed": seed, "slot": slot if threads else None}))
         report = collect_episodes(workspace, steps, phases)
     for phase in phases:
         publish_phase_cost(workspace, phase)

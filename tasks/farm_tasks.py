@@ -56,9 +56,9 @@ def phase_task(workspace_path: str, phase: str, force: bool = False) -> PhaseOut
     return outcome
 
 
-@task(name="rollout-episode", task_run_name="rollout seed {seed} as episode {index}", cache_policy=NO_CACHE)
-def rollout_episode_task(workspace_path: str, seed: int, index: int) -> episodes.Attempt:
-    return collect.rollout_one(Workspace.open(workspace_path), seed, index)
+@task(name="rollout-seed", task_run_name="rollout seed {seed}", cache_policy=NO_CACHE)
+def rollout_seed_task(workspace_path: str, seed: int, slot: int | None) -> episodes.Staged:
+    return collect.rollout_one(Workspace.open(workspace_path), seed, slot)
 
 
 # Render workers are remote services on GPU nodes in a cluster: retry their transient failures.

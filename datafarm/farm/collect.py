@@ -5,17 +5,23 @@ Plain functions on a workspace. What handles ONE episode in each phase is passed
 calls, no Prefect). What is done is read from the workspace every time (episodes/NNNNNN/ and
 rollout/attempts.jsonl), so a killed run resumes where it stopped and nothing else is remembered.
 
-A round of all three phases is pipelined: while a seed is simulated (in its sandboxed worker process,
-started through `EpisodeSteps.start_rollout`: a Prefect task submitted to the flow's task runner), this
-process renders and reviews the episodes already kept, so two cores both work. Seeds are still tried one
-at a time and in order, so the episodes are those the phases run one after another would make.
+A round of all three phases is pipelined: while seeds are simulated (each in its own sandboxed worker
+process, up to the `rollout_workers` setting at once, started through `EpisodeSteps.start_rollout`: Prefect
+tasks submitted to the flow's task runner), this thread renders and reviews the episodes already kept, so
+every core works. A seed simulates into its own staging folder; this thread alone commits them, in seed
+order, as the next episode indices: the episodes (and the ledger) are those one worker would make.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import logging
+import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Protocol
 
@@ -41,13 +47,18 @@ class TargetNotReached(PermanentError):
 
 
 # ----- one episode per phase (what a Prefect task wraps) ---------------------------------------------
-def rollout_one(workspace: Workspace, seed: int, index: int) -> episodes.Attempt:
+def rollout_one(workspace: Workspace, seed: int, slot: int | None = 0) -> episodes.Staged:
+    """Simulate `seed` in sandbox slot `slot` (None: this process's own) into its staging folder; its cost is
+    charged at the commit."""
+    from datafarm.costs import cpu_seconds
     from datafarm.farm.authoring import workspace_package
 
     package = workspace_package(workspace)
     # the simulation's CPU comes in the sandbox's replies; this thread's own is the rest (it may run beside a render)
-    with accounted(workspace, "rollout", index, thread_only=True):
-        return episodes.rollout_episode(workspace, package, seed, index)
+    cpu_before, started = cpu_seconds(thread_only=True), time.perf_counter()
+    staged = episodes.rollout_seed(workspace, package, seed, slot)
+    return dataclasses.replace(staged, cpu_seconds=cpu_seconds(thread_only=True) - cpu_before,
+                               wall_seconds=time.perf_counter() - started, ended=time.time())
 
 
 def render_one(workspace: Workspace, index: int) -> dict[str, Path]:
@@ -74,31 +85,31 @@ def review_one(workspace: Workspace, index: int) -> dict:
 class Started(Protocol):
     """A rollout under way (a Prefect future, or one already finished)."""
 
-    def result(self) -> episodes.Attempt: ...
+    def result(self) -> episodes.Staged: ...
 
 
 @dataclass(frozen=True)
 class Finished:
-    attempt: episodes.Attempt
+    staged: episodes.Staged
 
-    def result(self) -> episodes.Attempt:
-        return self.attempt
+    def result(self) -> episodes.Staged:
+        return self.staged
 
 
 @dataclass(frozen=True)
 class EpisodeSteps:
-    rollout: Callable[[int, int], episodes.Attempt]  # (seed, index) -> the attempt, logged
+    rollout: Callable[[int, int | None], episodes.Staged]  # (seed, sandbox slot) -> the seed simulated, staged
     render: Callable[[int], object]  # index -> its videos
     review: Callable[[int], object]  # index -> its review
-    # (seed, index) -> the rollout under way, while this thread renders and reviews; by default run at once
+    # (seed, slot) -> the rollout under way, while this thread renders and reviews; by default run at once
     start_rollout: Callable[[int, int], Started] | None = None
 
-    def start(self, seed: int, index: int) -> Started:
-        return self.start_rollout(seed, index) if self.start_rollout else Finished(self.rollout(seed, index))
+    def start(self, seed: int, slot: int) -> Started:
+        return self.start_rollout(seed, slot) if self.start_rollout else Finished(self.rollout(seed, slot))
 
 
 def library_steps(workspace: Workspace) -> EpisodeSteps:
-    return EpisodeSteps(rollout=lambda seed, index: rollout_one(workspace, seed, index),
+    return EpisodeSteps(rollout=lambda seed, slot: rollout_one(workspace, seed, slot),
                         render=lambda index: render_one(workspace, index),
                         review=lambda index: review_one(workspace, index))
 
@@ -133,18 +144,6 @@ def _seed_budget(workspace: Workspace) -> int:
     return int(settings.max_attempts_factor * settings.target_count) + 10
 
 
-def _next_assignment(workspace: Workspace, tried: int, budget: int) -> tuple[int, int]:
-    """The next seed and the episode index it would become, from the workspace's records."""
-    check_budget(workspace)
-    if tried >= budget:
-        raise SeedsExhausted(
-            f"rollout gave up after {tried} seeds: only {len(episodes.kept_episodes(workspace))} episodes passed "
-            f"the hidden judge (target {settings_of(workspace).target_count}); the reasons are in "
-            f"{workspace.path(episodes.ATTEMPTS)}: improve the expert, or raise max_attempts_factor")
-    kept = episodes.kept_episodes(workspace)
-    return episodes.next_seed(workspace), (max(kept) + 1 if kept else 0)
-
-
 def _log_attempt(workspace: Workspace, attempt: episodes.Attempt) -> None:
     if attempt.accepted:
         log.info("episode %d kept (seed %d): %s", attempt.index, attempt.seed,
@@ -158,17 +157,47 @@ def _attempt_counts(workspace: Workspace) -> dict:
     return {"attempted": len(done), "accepted": sum(a.accepted for a in done)}
 
 
-def seed_search(workspace: Workspace, rollout: Callable[[int, int], episodes.Attempt]) -> dict:
-    """Try seeds after the last one tried until enough episodes are kept; each seed is tried once.
+def simulate_seeds(workspace: Workspace, steps: EpisodeSteps, between: Callable[[], bool] = lambda: False) -> dict:
+    """Simulate the seeds after the last one tried until enough episodes are kept; each seed is tried once.
 
-    The next seed and the next episode index come from the workspace every time, so a search
-    killed between two seeds (or inside one) continues without repeating or skipping an episode.
+    Up to `rollout_workers` seeds simulate at once, in sandbox slots of their own (seed modulo the workers:
+    the seeds under way are consecutive), never more than are still wanted. `between()` runs while they do
+    (the render and review of a pipelined round; whether it did any work). The oldest seed is committed
+    first, so the episode indices follow the seeds whatever finishes first. The next seed and index come
+    from the workspace's records, so a run killed anywhere continues without repeating or skipping an
+    episode: an uncommitted seed was never tried.
     """
-    budget, tried = _seed_budget(workspace), len(episodes.attempts(workspace))
-    while wanted(workspace) > 0:
-        attempt = rollout(*_next_assignment(workspace, tried, budget))
-        tried += 1
-        _log_attempt(workspace, attempt)
+    episodes.clear_staging(workspace)
+    workers = settings_of(workspace).rollout_workers
+    budget, tried, needed = _seed_budget(workspace), len(episodes.attempts(workspace)), wanted(workspace)
+    seeds = itertools.count(episodes.next_seed(workspace))
+    under_way: deque[Started] = deque()  # the oldest seed first
+    try:
+        while True:
+            while len(under_way) < min(workers, needed) and tried + len(under_way) < budget:
+                check_budget(workspace)
+                seed = next(seeds)
+                under_way.append(steps.start(seed, seed % workers))
+            worked = between()
+            if not under_way:
+                if needed > 0:
+                    raise SeedsExhausted(
+                        f"rollout gave up after {tried} seeds: only {len(episodes.kept_episodes(workspace))} "
+                        f"episodes passed the hidden judge (target {settings_of(workspace).target_count}); the "
+                        f"reasons are in {workspace.path(episodes.ATTEMPTS)}: improve the expert, or raise "
+                        "max_attempts_factor")
+                if not worked:
+                    break
+                continue
+            attempt = episodes.commit_rollout(workspace, under_way[0].result(), episodes.next_index(workspace))
+            under_way.popleft()
+            tried += 1
+            needed -= attempt.accepted
+            _log_attempt(workspace, attempt)
+    except BaseException:
+        for started in under_way:  # nothing is left half-written: wait for the simulations under way
+            _finish_quietly(started)
+        raise
     return _attempt_counts(workspace)
 
 
@@ -195,36 +224,11 @@ def _render_and_review_ready(workspace: Workspace, steps: EpisodeSteps, report: 
     return _review_waiting(workspace, steps, report) or rendered
 
 
-def pipelined_round(workspace: Workspace, steps: EpisodeSteps, report: dict) -> None:
-    """One round of rollout -> render -> review: the episodes wanted at its start are simulated seed after
-    seed as in seed_search, each seed's rollout started before this thread renders and reviews the episodes
-    kept so far. A failure waits for the rollout under way, so nothing is left half-written."""
-    budget, tried = _seed_budget(workspace), len(episodes.attempts(workspace))
-    needed = wanted(workspace)
-    while True:
-        started = steps.start(*_next_assignment(workspace, tried, budget)) if needed > 0 else None
-        try:
-            worked = _render_and_review_ready(workspace, steps, report)
-        except BaseException:
-            if started is not None:
-                _finish_quietly(started)
-            raise
-        if started is None:
-            if not worked:
-                break
-            continue
-        attempt = started.result()
-        tried += 1
-        needed -= attempt.accepted
-        _log_attempt(workspace, attempt)
-    report["rollout"] = _attempt_counts(workspace)
-
-
 def _finish_quietly(started: Started) -> None:
     try:
         started.result()
-    except Exception:  # the render's or review's failure is the one to report
-        log.debug("the rollout under way also failed", exc_info=True)
+    except Exception:  # the first failure is the one to report
+        log.debug("a rollout under way also failed", exc_info=True)
 
 
 def collect_episodes(workspace: Workspace, steps: EpisodeSteps, phases: Iterable[str] = EPISODE_PHASES,
@@ -239,12 +243,13 @@ def collect_episodes(workspace: Workspace, steps: EpisodeSteps, phases: Iterable
     for _ in range(max_rounds if phases else 0):
         report["rounds"] += 1
         if phases == list(EPISODE_PHASES):
-            pipelined_round(workspace, steps, report)
+            render_and_review = partial(_render_and_review_ready, workspace, steps, report)
+            report["rollout"] = simulate_seeds(workspace, steps, between=render_and_review)
             if wanted(workspace) <= 0:
                 return report
             continue
         if "rollout" in phases:
-            report["rollout"] = seed_search(workspace, steps.rollout)
+            report["rollout"] = simulate_seeds(workspace, steps)
         if "render" in phases:
             _render_waiting(workspace, steps, report)
         if "review" in phases:

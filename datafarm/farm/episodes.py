@@ -2,8 +2,9 @@
 
 Layout per kept episode: episodes/NNNNNN/result.json (seed, verdict, sampled values),
 episodes/NNNNNN/trace.npz, episodes/NNNNNN/sim/ (the recorder layout), episodes/NNNNNN/render/
-(<camera>.mp4 + appearance.json) and episodes/NNNNNN/review.json. Every seed tried is appended to
-rollout/attempts.jsonl, so a resumed rollout continues after the last seed it tried.
+(<camera>.mp4 + appearance.json) and episodes/NNNNNN/review.json. A seed simulates into
+rollout/staging/<seed>/ and becomes an episode by one rename when committed; every seed committed is
+appended to rollout/attempts.jsonl, so a resumed rollout continues after the last seed it tried.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import shutil
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +29,8 @@ from datafarm.workspace.jsonl import append_jsonl, read_jsonl
 log = logging.getLogger(__name__)
 
 ATTEMPTS = "rollout/attempts.jsonl"
+STAGING = "rollout/staging"  # seeds simulated and not yet committed, one folder each
+PROCESS_SANDBOX = "rollout-process-"  # .sandbox/ folders of sandboxes kept per process (Dask's workers)
 
 
 def episode_dir(index: int) -> str:
@@ -78,28 +83,86 @@ def search_first(workspace: Workspace) -> bool:
     return bool(recent) and sum(a.accepted for a in recent) / len(recent) < SEARCH_FIRST_BELOW
 
 
-def rollout_episode(workspace: Workspace, package: TaskPackage, seed: int, index: int) -> Attempt:
-    """Simulate `seed` with cameras as episode `index`, kept if the hidden judge accepts it."""
+@dataclass(frozen=True)
+class Staged:
+    """A seed simulated into its own staging folder (rollout/staging/<seed>/), not yet an episode: seeds
+    simulate side by side, and are made episodes one by one in seed order (:func:`commit_rollout`)."""
+    seed: int
+    accepted: bool
+    reason: str
+    cpu_seconds: float = 0.0  # charged to the episode it becomes (or would have become) at the commit
+    wall_seconds: float = 0.0
+    ended: float = 0.0  # time.time() when the simulation ended
+
+
+def staging_dir(workspace: Workspace, seed: int) -> Path:
+    return workspace.path(STAGING, str(seed))
+
+
+def clear_staging(workspace: Workspace) -> None:
+    """Forget seeds a killed run simulated and never committed (they were never tried: no attempt line),
+    and the scratch folders of earlier runs' per-process sandboxes."""
+    shutil.rmtree(workspace.path(STAGING), ignore_errors=True)
+    for scratch in workspace.path(".sandbox").glob(f"{PROCESS_SANDBOX}*"):
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def rollout_sandbox(workspace: Workspace, slot: int | None) -> Path:
+    """The scratch folder of slot `slot`'s sandboxes; with None, this process's own (a runner whose workers
+    are processes running one rollout at a time, e.g. Dask's: one sandbox pair per process, whatever seeds
+    it is given). Seeds simulating at the same time in one process use different slots."""
+    if slot is None:
+        return workspace.path(".sandbox", f"{PROCESS_SANDBOX}{socket.gethostname()}-{os.getpid()}")
+    return workspace.path(".sandbox", f"rollout-{slot}" if slot else "rollout")
+
+
+def rollout_seed(workspace: Workspace, package: TaskPackage, seed: int, slot: int | None = 0) -> Staged:
+    """Simulate `seed` with cameras into its staging folder, kept there if the hidden judge accepts it;
+    in the sandboxes of `slot` (:func:`rollout_sandbox`)."""
     settings = settings_of(workspace)
     rig_config = calibrated_rig_config(workspace)
     # the expert and the judge are agent code: each runs in its own sandbox (workers kept across seeds)
-    rollouts = rollouts_for(package, workspace.path(".sandbox", "rollout"), hidden=[workspace.root])
+    rollouts = rollouts_for(package, rollout_sandbox(workspace, slot), hidden=[workspace.root])
     if search_first(workspace):
         search = rollouts.run(seed, settings.randomization, rig_config=rig_config,
                               wall_limit=settings.episode_wall_limit)
         if not search.success:
-            return _log_attempt(workspace, Attempt(seed, False, search.error or search.verdict.reason))
-    folder = workspace.path(episode_dir(index))
-    if folder.exists():
-        shutil.rmtree(folder)  # a half-written episode from a killed run
+            return Staged(seed, False, search.error or search.verdict.reason)
+    folder = staging_dir(workspace, seed)
+    shutil.rmtree(folder, ignore_errors=True)
     recorded = rollouts.run(seed, settings.randomization, rig_config=rig_config, record_dir=folder / "sim",
                             wall_limit=settings.episode_wall_limit * 4)
     if not recorded.success:
         shutil.rmtree(folder, ignore_errors=True)
-        return _log_attempt(workspace, Attempt(seed, False, recorded.error or recorded.verdict.reason))
+        return Staged(seed, False, recorded.error or recorded.verdict.reason)
     recorded.trace.save(folder / "trace.npz")
-    workspace.write_json(f"{episode_dir(index)}/result.json", {**recorded.to_dict(), "index": index})
-    return _log_attempt(workspace, Attempt(seed, True, recorded.verdict.reason, index))
+    workspace.write_json(f"{STAGING}/{seed}/result.json", recorded.to_dict())
+    return Staged(seed, True, recorded.verdict.reason)
+
+
+def commit_rollout(workspace: Workspace, staged: Staged, index: int) -> Attempt:
+    """Make an accepted staged seed episode `index` (one rename), log the attempt and charge its cost to
+    `index`. Only the farm's own thread commits, in seed order, so the episodes and the attempt log are the
+    same however many seeds simulated at once."""
+    from datafarm.costs import CostLedger
+
+    CostLedger(workspace.root).add_cpu("rollout", staged.cpu_seconds, index)
+    workspace.log_timing("rollout", staged.wall_seconds, index, end=staged.ended)
+    if not staged.accepted:
+        return _log_attempt(workspace, Attempt(staged.seed, False, staged.reason))
+    folder = staging_dir(workspace, staged.seed)
+    result = f"{STAGING}/{staged.seed}/result.json"
+    workspace.write_json(result, {**workspace.read_json(result), "index": index})
+    final = workspace.path(episode_dir(index))
+    shutil.rmtree(final, ignore_errors=True)  # a leftover folder that never became an episode
+    final.parent.mkdir(parents=True, exist_ok=True)
+    folder.rename(final)
+    return _log_attempt(workspace, Attempt(staged.seed, True, staged.reason, index))
+
+
+def next_index(workspace: Workspace) -> int:
+    kept = kept_episodes(workspace)
+    return max(kept) + 1 if kept else 0
 
 
 def calibration_references(workspace: Workspace) -> dict[str, list]:

@@ -50,7 +50,7 @@ REGISTRY: tuple[Phase, ...] = (
           "judge",    "judge_author",      "write the hidden success checks (the expert's author never sees them)"),
     Phase("expert",          _F + "authoring:write_expert", ("build", "judge"),           ("expert",),
           "expert",   "expert_author",     "write the expert; try it on seeds against the hidden judge"),
-    Phase("rollout",         _F + "episodes:rollout_episode", ("expert",),
+    Phase("rollout",         _F + "episodes:rollout_seed",    ("expert",),
           ("rollout/attempts.jsonl", _EP + "sim", _EP + "trace.npz", _EP + "result.json"),
           "episodes", None,                "simulate seeded, randomized episodes; keep those the judge accepts", True),
     Phase("render",          _F + "episodes:render_episode", ("rollout",),                (_EP + "render",),

@@ -8,7 +8,7 @@ ValidationError into a one-line BadInput naming the setting and the fix.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -43,9 +43,10 @@ def _s3_destination(uri: str | None) -> str | None:
 
 
 # Settings no whole-workspace phase reads: how many episodes (the episode loop reads them from the
-# workspace each time) and where a delivery goes. They are outside the phases' input hashes, so raising
+# workspace each time), how many seeds simulate at once and where a delivery goes. They are outside the phases' input hashes, so raising
 # the target re-authors nothing.
-NOT_HASHED = frozenset({"target_count", "max_attempts_factor", "max_usd", "review", "push_to"})
+NOT_HASHED = frozenset({"target_count", "max_attempts_factor", "max_usd", "review", "push_to", "rollout_workers",
+                        "rollout_runner", "dask_address"})
 
 
 class FarmSettings(BaseModel):
@@ -62,12 +63,27 @@ class FarmSettings(BaseModel):
     max_attempts_factor: float = Field(3.0, ge=1, description="give up after this many x target_count seeds")
     max_usd: float | None = Field(None, gt=0, description="the workspace's whole budget: no work starts past it")
     episode_wall_limit: float = Field(120.0, gt=0)
+    rollout_workers: int = Field(2, ge=1, le=64, description=(
+        "seeds simulated at once, each in its own sandboxed worker (a core each); the episodes are the same "
+        "for any number"))
+    rollout_runner: Literal["threads", "dask"] = Field("threads", description=(
+        "where rollouts run: threads of the farm's process, each waiting on its sandbox; or the processes of a "
+        "Dask cluster (prefect-dask: pip install 'datafarm[dask]')"))
+    dask_address: str | None = Field(None, description=(
+        "rollout_runner dask: the scheduler of an existing cluster (tcp://host:8786) that sees the workspace's "
+        "path; unset: a local cluster of rollout_workers processes"))
     randomization: RandomizationConfig = RandomizationConfig()
     review: Annotated[dict[str, int | float], AfterValidator(_review_thresholds)] = Field(
         default_factory=dict, description="review limits to change, e.g. {\"min_robot_iou\": 0.5}")
     repo_id: str = Field("datafarm/episodes", pattern=r"^[\w.-]+/[\w.-]+$")
     push_to: Annotated[str | None, AfterValidator(_s3_destination)] = Field(
         None, description="s3://bucket/prefix the farm pushes the verified delivery to (datafarm.storage)")
+
+    @model_validator(mode="after")
+    def _dask_address_needs_dask(self) -> FarmSettings:
+        if self.dask_address and self.rollout_runner != "dask":
+            raise ValueError("dask_address is a setting of rollout_runner dask")
+        return self
 
     @model_validator(mode="after")
     def _render_options_fit_the_renderer(self) -> FarmSettings:
@@ -93,6 +109,7 @@ FIXES = {
     "max_usd": "pass --max-usd with a positive number of USD (or leave it out: no budget)",
     "randomization": "correct the randomization settings (datafarm/task/randomization.py's RandomizationConfig), "
                      "with --randomization NAME=VALUE, e.g. --randomization recovery_fraction=0.3",
+    "rollout_runner": "use threads, or dask with prefect-dask installed",
     "review": "name review limits as datafarm/review/report.py's ReviewThresholds does, with numbers",
 }
 

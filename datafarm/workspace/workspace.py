@@ -175,11 +175,11 @@ class Workspace:
             raise WorkspaceError(f"phase {phase!r} has not run in {self.root}")
         return sha256_json(record.outputs)
 
-    def log_timing(self, phase: str, seconds: float, episode: int | None = None) -> None:
-        """Wall time of one library call, ending now (timings.jsonl): what the orchestration overhead is
-        measured against."""
+    def log_timing(self, phase: str, seconds: float, episode: int | None = None, end: float | None = None) -> None:
+        """Wall time of one library call, ending now or at `end` (timings.jsonl): what the orchestration
+        overhead is measured against."""
         append_jsonl(self.path("timings.jsonl"), {"phase": phase, "episode": episode, "seconds": seconds,
-                                                  "end": time.time()})
+                                                  "end": end or time.time()})
 
     def timings(self) -> list[dict]:
         return read_jsonl(self.path("timings.jsonl"))

@@ -35,9 +35,13 @@ class _Killed(BaseException):
 
 
 def test_a_farm_killed_mid_rollout_resumes_without_losing_or_duplicating_episodes(farmed_workspace, tmp_path):
-    """Kill the rollout after 1 of 2 episodes, and as if the kill also cut off that episode's line in
-    the attempts log; the resumed farm (library loop, then the flows) delivers both, once each."""
-    from datafarm.farm.collect import collect_episodes, library_steps, rollout_one, seed_search
+    """Kill the rollout while the second of 2 episodes is staged, and as if the kill also cut off the first
+    episode's line in the attempts log; the resumed farm (library loop, then the flows) delivers both, once
+    each."""
+    import dataclasses
+
+    from datafarm.farm.collect import collect_episodes, library_steps, rollout_one, simulate_seeds
+    from datafarm.farm.episodes import STAGING
     from datafarm.farm.deliver import verify
     from flows.farm import farm_flow
 
@@ -46,24 +50,31 @@ def test_a_farm_killed_mid_rollout_resumes_without_losing_or_duplicating_episode
     for done in ("episodes", "rollout", "dataset", "manifest.json"):  # keep authoring, redo the episodes
         shutil.rmtree(root / done) if (root / done).is_dir() else (root / done).unlink()
     workspace = Workspace.open(root)
+    workspace.meta["settings"]["rollout_workers"] = 1  # one seed at a time: the first is committed, then the kill
+    workspace.save_meta()
+    staged = []
 
-    def rollout_then_killed(seed, index):
-        attempt = rollout_one(workspace, seed, index)
-        if attempt.accepted:
+    def rollout_then_killed(seed, slot):
+        staged.append(rollout_one(workspace, seed, slot))
+        if sum(s.accepted for s in staged) == 2:  # simulated and staged, not yet committed
             raise _Killed
-        return attempt
+        return staged[-1]
 
     with pytest.raises(_Killed):
-        seed_search(workspace, rollout_then_killed)
+        simulate_seeds(workspace, dataclasses.replace(library_steps(workspace), rollout=rollout_then_killed))
     assert kept_episodes(workspace) == [0]
     first_seed = workspace.read_json("episodes/000000/result.json")["seed"]
+    killed_seed = staged[-1].seed
+    assert [p.name for p in workspace.path(STAGING).iterdir()] == [str(killed_seed)]
     lines = workspace.path("rollout/attempts.jsonl").read_text().splitlines(keepends=True)
     workspace.path("rollout/attempts.jsonl").write_text("".join(lines[:-1]))  # the kept episode's line, lost
+    del workspace.meta["settings"]["rollout_workers"]  # the resumed farm simulates two at a time
+    workspace.save_meta()
 
     collect_episodes(workspace, library_steps(workspace))  # resume without Prefect
     assert farm_flow(str(root)).ok  # and the flows finish the delivery
     seeds = [workspace.read_json(f"episodes/{i:06d}/result.json")["seed"] for i in kept_episodes(workspace)]
-    assert kept_episodes(workspace) == [0, 1] and len(set(seeds)) == 2 and seeds[0] == first_seed
+    assert seeds == [first_seed, killed_seed]  # the staged seed was never tried: it ran again, as episode 1
     tried = [a.seed for a in attempts(workspace)]
     assert len(tried) == len(set(tried)) and first_seed not in tried  # no seed ran twice
     assert verify(Workspace.open(root)).ok  # fresh: harvest rewrote workspace.json

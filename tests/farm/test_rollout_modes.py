@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from datafarm.farm.collect import rollout_one
-from datafarm.farm.episodes import ATTEMPTS, RECENT_ATTEMPTS, attempts, episode_dir, kept_episodes, search_first
+from datafarm.farm.episodes import (ATTEMPTS, RECENT_ATTEMPTS, attempts, commit_rollout, episode_dir, kept_episodes,
+                                    search_first, staging_dir)
 from datafarm.workspace import Workspace
 from datafarm.workspace.jsonl import append_jsonl
 
@@ -36,10 +37,13 @@ def test_a_seed_records_the_same_episode_either_way_and_a_rejected_seed_leaves_n
         shutil.rmtree(root / done) if (root / done).is_dir() else (root / done).unlink()
     workspace = Workspace.open(root)
 
-    assert rollout_one(workspace, seed, 0).accepted  # recorded directly
+    def rollout(seed, index):
+        return commit_rollout(workspace, rollout_one(workspace, seed), index)
+
+    assert rollout(seed, 0).accepted  # recorded directly
     log_attempts(workspace, *[False] * RECENT_ATTEMPTS)
     assert search_first(workspace)
-    assert rollout_one(workspace, seed, 1).accepted  # searched, then recorded
+    assert rollout(seed, 1).accepted  # searched, then recorded
     direct, searched = (np.load(workspace.path(episode_dir(i), "sim", "data.npz")) for i in (0, 1))
     assert direct.files == searched.files
     for name in direct.files:
@@ -51,8 +55,8 @@ def test_a_seed_records_the_same_episode_either_way_and_a_rejected_seed_leaves_n
         if not first:
             log_attempts(workspace, *[True] * RECENT_ATTEMPTS)
         assert search_first(workspace) is first
-        rejected = rollout_one(workspace, seed, index)
+        rejected = rollout(seed, index)
         assert not rejected.accepted and rejected.reason
-        assert not workspace.path(episode_dir(index)).exists()
+        assert not workspace.path(episode_dir(index)).exists() and not staging_dir(workspace, seed).exists()
     assert kept_episodes(workspace) == [0, 1]
     assert [a.accepted for a in attempts(workspace)][-1] is False

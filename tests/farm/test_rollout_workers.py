@@ -1,0 +1,62 @@
+"""Seeds simulate side by side (the `rollout_workers` setting), each in its own sandbox, and are committed
+in seed order: the episodes are the same whatever the number of workers."""
+
+import shutil
+
+import numpy as np
+import pytest
+
+from datafarm.farm.episodes import PROCESS_SANDBOX, STAGING, attempts, episode_dir, kept_episodes
+from datafarm.workspace import Workspace
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("runner, workers", [("threads", 1), ("dask", 2)])
+def test_any_runner_and_worker_count_simulates_the_same_episodes(farmed_workspace, tmp_path, runner, workers):
+    """The fixture farmed with two threads at once; one thread, and a local Dask cluster of two processes,
+    make the same episodes from the same seeds."""
+    from flows.farm import episodes_flow
+
+    farmed = Workspace.open(farmed_workspace)
+    assert farmed.meta["settings"].get("rollout_workers", 2) == 2  # the fixture farmed with two at once
+    root = tmp_path / "ws"
+    shutil.copytree(farmed_workspace, root)
+    for done in ("episodes", "rollout", "dataset", "manifest.json", ".sandbox"):
+        shutil.rmtree(root / done) if (root / done).is_dir() else (root / done).unlink()
+    workspace = Workspace.open(root)
+    workspace.meta["settings"].update(rollout_workers=workers, rollout_runner=runner)
+    workspace.save_meta()
+
+    episodes_flow(str(root), ["rollout"])
+
+    assert [(a.seed, a.accepted, a.index) for a in attempts(workspace)] == \
+        [(a.seed, a.accepted, a.index) for a in attempts(farmed)]
+    assert kept_episodes(workspace) == kept_episodes(farmed) == [0, 1]
+    for index in kept_episodes(farmed):
+        one, two = (np.load(w.path(episode_dir(index), "sim", "data.npz")) for w in (workspace, farmed))
+        assert one.files == two.files
+        for name in one.files:
+            np.testing.assert_array_equal(one[name], two[name], err_msg=f"episode {index}: {name}")
+        one, two = ({k: v for k, v in w.read_json(f"{episode_dir(index)}/result.json").items() if k != "wall_seconds"}
+                    for w in (workspace, farmed))
+        assert one == two
+    assert not any(workspace.path(STAGING).iterdir())  # every staged seed was committed
+    assert farmed.path(".sandbox", "rollout-1").is_dir()  # two seeds ran at once, each in its own sandbox
+    if runner == "threads":
+        assert not workspace.path(".sandbox", "rollout-1").exists()
+    else:  # one sandbox folder per Dask worker process, whichever seeds it ran
+        assert 1 <= len(list(workspace.path(".sandbox").glob(f"{PROCESS_SANDBOX}*"))) <= workers
+
+
+def test_dask_without_prefect_dask_says_how_to_install_it(monkeypatch):
+    import sys
+
+    from datafarm.errors import Unavailable
+    from datafarm.farm.settings import FarmSettings
+    from flows.farm import rollout_runner
+
+    monkeypatch.setitem(sys.modules, "prefect_dask", None)  # as if not installed
+    with pytest.raises(Unavailable, match=r"pip install 'datafarm\[dask\]'"):
+        rollout_runner(FarmSettings(target_count=1, rollout_runner="dask"))
+    with pytest.raises(ValueError, match="dask_address is a setting of rollout_runner dask"):
+        FarmSettings(target_count=1, dask_address="tcp://127.0.0.1:8786")
