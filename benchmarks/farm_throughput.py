@@ -6,7 +6,7 @@ Prints admitted episodes per hour, wall time per accepted episode by phase (phas
 runs beside the render and review of the episode before it), accepted/attempted seeds, peak memory,
 Prefect's overhead as a share of wall time (wall time when no library call was running), harvest speed.
 `--cores N` pins the farm (and every process it starts) to N cores; `--rollout-workers N` simulates N seeds at
-once (the farm's `rollout_workers` setting, default 2).
+once (the farm's `rollout_workers` setting).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=20)
     parser.add_argument("--output", type=Path, default=None, help="workspace folder (default: a temporary one)")
     parser.add_argument("--cores", type=int, default=None, help="pin the farm to this many cores")
-    parser.add_argument("--rollout-workers", type=int, default=2, help="seeds simulated at once")
+    parser.add_argument("--rollout-workers", type=int, default=1, help="seeds simulated at once")
     args = parser.parse_args()
     if args.cores:
         os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:args.cores])

@@ -63,9 +63,11 @@ class FarmSettings(BaseModel):
     max_attempts_factor: float = Field(3.0, ge=1, description="give up after this many x target_count seeds")
     max_usd: float | None = Field(None, gt=0, description="the workspace's whole budget: no work starts past it")
     episode_wall_limit: float = Field(120.0, gt=0)
-    rollout_workers: int = Field(2, ge=1, le=64, description=(
-        "seeds simulated at once, each in its own sandboxed worker (a core each); the episodes are the same "
-        "for any number"))
+    # 1: on 2 cores one rollout already keeps both busy beside the render (its camera renders on lavapipe's
+    # threads); two at once measured 116 admitted episodes per hour against 121 (benchmarks/farm_throughput.py)
+    rollout_workers: int = Field(1, ge=1, le=64, description=(
+        "seeds simulated at once, each in its own sandboxed worker; for machines with more cores, or a Dask "
+        "cluster. The episodes are the same for any number"))
     rollout_runner: Literal["threads", "dask"] = Field("threads", description=(
         "where rollouts run: threads of the farm's process, each waiting on its sandbox; or the processes of a "
         "Dask cluster (prefect-dask: pip install 'datafarm[dask]')"))

@@ -95,8 +95,8 @@ def robot_mask_agreement(sim: SimView, blocks: np.ndarray, depth: dict[int, np.n
                     v = sim.intrinsics[1, 1] * camera[:, 1] / z + sim.intrinsics[1, 2]
                 inside = hit & (z > 0) & np.isfinite(u) & np.isfinite(v)
                 inside &= (u >= 0) & (v >= 0) & (u < cols * BLOCK) & (v < rows * BLOCK)
-                j = np.where(inside, u // BLOCK, 0).astype(int)
-                i = np.where(inside, v // BLOCK, 0).astype(int)
+                j = (np.where(inside, u, 0) // BLOCK).astype(int)  # NaN outside: never divided
+                i = (np.where(inside, v, 0) // BLOCK).astype(int)
                 valid = inside & (fractions[plane_class][i, j] == 1.0)
                 valid &= np.abs(ref_depth[i, j] - z) < _DEPTH_TOLERANCE_M + _DEPTH_TOLERANCE_REL * np.abs(z)
                 sample = np.where(valid[:, None], blocks[ref][i, j], np.nan)

@@ -50,8 +50,6 @@ def test_a_farm_killed_mid_rollout_resumes_without_losing_or_duplicating_episode
     for done in ("episodes", "rollout", "dataset", "manifest.json"):  # keep authoring, redo the episodes
         shutil.rmtree(root / done) if (root / done).is_dir() else (root / done).unlink()
     workspace = Workspace.open(root)
-    workspace.meta["settings"]["rollout_workers"] = 1  # one seed at a time: the first is committed, then the kill
-    workspace.save_meta()
     staged = []
 
     def rollout_then_killed(seed, slot):
@@ -68,8 +66,6 @@ def test_a_farm_killed_mid_rollout_resumes_without_losing_or_duplicating_episode
     assert [p.name for p in workspace.path(STAGING).iterdir()] == [str(killed_seed)]
     lines = workspace.path("rollout/attempts.jsonl").read_text().splitlines(keepends=True)
     workspace.path("rollout/attempts.jsonl").write_text("".join(lines[:-1]))  # the kept episode's line, lost
-    del workspace.meta["settings"]["rollout_workers"]  # the resumed farm simulates two at a time
-    workspace.save_meta()
 
     collect_episodes(workspace, library_steps(workspace))  # resume without Prefect
     assert farm_flow(str(root)).ok  # and the flows finish the delivery
