@@ -14,8 +14,8 @@ from prefect import flow
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 import flows.run_logs  # noqa: F401  (a deployment loads this file as a script: register our log lines here too)
-from datafarm.farm.collect import EpisodeSteps, collect_episodes
 from datafarm.errors import Unavailable
+from datafarm.farm.collect import EpisodeSteps, collect_episodes
 from datafarm.farm.deliver import VerifyReport
 from datafarm.farm.prepare import settings_of
 from datafarm.farm.registry import FLOWS, phases_of_flow, selected_phases

@@ -43,8 +43,8 @@ def _s3_destination(uri: str | None) -> str | None:
 
 
 # Settings no whole-workspace phase reads: how many episodes (the episode loop reads them from the
-# workspace each time), how many seeds simulate at once and where a delivery goes. They are outside the phases' input hashes, so raising
-# the target re-authors nothing.
+# workspace each time), how many seeds simulate at once, and where a delivery goes. They are outside the
+# phases' input hashes, so raising the target re-authors nothing.
 NOT_HASHED = frozenset({"target_count", "max_attempts_factor", "max_usd", "review", "push_to", "rollout_workers",
                         "rollout_runner", "dask_address"})
 
