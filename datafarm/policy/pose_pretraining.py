@@ -176,7 +176,10 @@ def pretrain_backbone(workspace_root: Path, data: TrainingData, cameras: list[st
         if progress:
             progress(step + 1, loss_value)
 
-    error, guess = _held_out_error(model, batch, cameras[0], test_rows, targets, mean, std, len(targets[cameras[0]][0]))
+    camera, error, guess = cameras[0], float("nan"), float("nan")  # a wrist view sees no object positions
+    if camera not in WRIST_ARM and len(test_rows):
+        found = _predict(model, batch, camera, test_rows) * std[camera] + mean[camera]
+        error, guess = _object_errors_cm(found, targets[camera][test_rows], mean[camera])
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     state = {k: v for k, v in model.resnet.state_dict().items() if not k.startswith("fc.")}
@@ -192,22 +195,26 @@ def pretrain_backbone(workspace_root: Path, data: TrainingData, cameras: list[st
     return report
 
 
-def _held_out_error(model, batch, camera, rows, targets, mean, std, width) -> tuple[float, float]:
-    """Mean object-position error (cm) of ``camera`` on held-out frames, and of guessing the mean."""
+def _predict(model, batch, camera: str, rows: np.ndarray) -> np.ndarray:
+    """The probe's (normalised) targets for ``camera``'s frames ``rows``."""
     import torch
 
-    if camera in WRIST_ARM or not len(rows):
-        return float("nan"), float("nan")
     model.eval()
     predicted = []
     with torch.no_grad():
         for start in range(0, len(rows), 256):
             images, _ = batch(camera, rows[start:start + 256])
-            predicted.append(model(camera, images).numpy() * std[camera] + mean[camera])
+            predicted.append(model(camera, images).numpy())
     model.train()
-    objects = (width - 6) // 3
-    truth = targets[camera][rows][:, :objects * 3].reshape(-1, objects, 3)
-    guess = np.broadcast_to(mean[camera][:objects * 3].reshape(1, objects, 3), truth.shape)
-    found = np.concatenate(predicted)[:, :objects * 3].reshape(-1, objects, 3)
+    return np.concatenate(predicted)
+
+
+def _object_errors_cm(found: np.ndarray, truth: np.ndarray, mean: np.ndarray) -> tuple[float, float]:
+    """Mean object-position error (cm) of ``found`` against ``truth``, and of guessing ``mean``; the targets'
+    last 6 values are the grippers', the rest the objects' x, y, z."""
+    objects = (truth.shape[1] - 6) // 3
+    truth = truth[:, :objects * 3].reshape(-1, objects, 3)
+    found = found[:, :objects * 3].reshape(-1, objects, 3)
+    guess = np.broadcast_to(mean[:objects * 3].reshape(1, objects, 3), truth.shape)
     return (float(np.linalg.norm(found - truth, axis=-1).mean() * 100),
             float(np.linalg.norm(guess - truth, axis=-1).mean() * 100))

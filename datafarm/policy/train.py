@@ -23,7 +23,7 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import yaml
@@ -176,22 +176,19 @@ def _pose_backbone(workspace_root: Path, folder: Path, preset: Preset, data: Tra
              settings.steps)
     if preset.torch_threads:
         torch.set_num_threads(preset.torch_threads)
-    charged = {"wall": time.perf_counter(), "cpu": time.process_time()}
+    charged, cpu_before = Charged(workspace_root, preset), time.process_time()
 
-    def charge(step: int | None = None, loss: float | None = None) -> None:
-        if step is None or time.perf_counter() - charged["wall"] >= CHARGE_EVERY_S:
-            wall, cpu = time.perf_counter(), time.process_time()
-            _charge(workspace_root, preset, wall - charged["wall"], cpu - charged["cpu"])
-            charged.update(wall=wall, cpu=cpu)
-            if step is not None:
-                log.info("%s: backbone pretraining step %d of %d, loss %.3f", preset.folder_name, step,
-                         settings.steps, loss)
+    def progress(step: int, loss: float) -> None:
+        if charged.due():
+            charged.up_to(time.process_time() - cpu_before)
+            log.info("%s: backbone pretraining step %d of %d, loss %.3f", preset.folder_name, step, settings.steps,
+                     loss)
 
     try:
         pretrain_backbone(workspace_root, data, preset.cameras, path, settings.steps, settings.batch_size,
-                          settings.learning_rate, seed=preset.seed, progress=charge)
+                          settings.learning_rate, seed=preset.seed, progress=progress)
     finally:
-        charge()
+        charged.up_to(time.process_time() - cpu_before)
     return path
 
 
@@ -284,8 +281,7 @@ def _run_lerobot(workspace_root: Path, folder: Path, arguments: list[str], env: 
                  preset: Preset) -> tuple[float, float]:
     """Run lerobot's training as a child process; returns (wall, CPU) seconds; the cost is charged even if it fails."""
     command = [sys.executable, "-m", "datafarm.policy.lerobot_run", str(folder / METRICS_FILE), "--", *arguments]
-    cpu_before, started = _children_cpu_seconds(), time.perf_counter()
-    charged_wall = charged_cpu = 0.0  # what the ledger has of this run so far
+    cpu_before, charged = _children_cpu_seconds(), Charged(workspace_root, preset)
     with open(folder / LOG_FILE, "a") as out:
         out.write(f"\n# {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(command)}\n")
         out.flush()
@@ -304,17 +300,14 @@ def _run_lerobot(workspace_root: Path, folder: Path, arguments: list[str], env: 
                         log.warning("training %s slowed from %.2f to %.2f s/step: other work is sharing the cores "
                                     "(torch's threads wait on each other); it speeds up again once they are free",
                                     preset.folder_name, *slow)
-                    if time.perf_counter() - started - charged_wall >= CHARGE_EVERY_S:
-                        wall, cpu = time.perf_counter() - started, _tree_cpu_seconds(process.pid)
-                        _charge(workspace_root, preset, wall - charged_wall, max(cpu - charged_cpu, 0.0))
-                        charged_wall, charged_cpu = wall, max(cpu, charged_cpu)
+                    if charged.due():
+                        charged.up_to(_tree_cpu_seconds(process.pid))
         except BaseException:  # our own interruption: stop lerobot too (its last checkpoint stays)
             process.terminate()
             process.wait()
             raise
         finally:
-            wall, cpu = time.perf_counter() - started, _children_cpu_seconds() - cpu_before
-            _charge(workspace_root, preset, wall - charged_wall, max(cpu - charged_cpu, 0.0))
+            charged.up_to(_children_cpu_seconds() - cpu_before)
             prune_checkpoints(folder, preset.keep_checkpoints)
     if returncode < 0:
         raise TrainingInterrupted(f"training {preset.folder_name} was killed by signal {-returncode}; rerun the same "
@@ -323,16 +316,32 @@ def _run_lerobot(workspace_root: Path, folder: Path, arguments: list[str], env: 
         tail = (folder / LOG_FILE).read_text().splitlines()[-5:]
         raise TrainingFailed(f"lerobot training of {preset.folder_name} failed (exit {returncode}): "
                              f"{' | '.join(tail)}; see {folder / LOG_FILE}")
-    return wall, cpu
+    return charged.wall, charged.cpu
 
 
-def _charge(workspace_root: Path, preset: Preset, wall: float, cpu: float) -> None:
-    ledger = CostLedger(workspace_root)
-    phase = f"train:{preset.folder_name}"
-    ledger.add_cpu(phase, cpu)
-    if (preset.device or "").startswith("cuda"):
-        ledger.add_gpu(phase, wall)
-    ledger.add(phase, "wall", wall, "s", 0.0)  # for the record; wall time itself is not billed
+@dataclass
+class Charged:
+    """What the ledger already has of a running piece of training: each charge adds only what is new, so it
+    can be charged as it goes (a kill -9 loses at most CHARGE_EVERY_S of its cost)."""
+
+    workspace_root: Path
+    preset: Preset
+    started: float = field(default_factory=time.perf_counter)
+    wall: float = 0.0
+    cpu: float = 0.0
+
+    def due(self) -> bool:
+        return time.perf_counter() - self.started - self.wall >= CHARGE_EVERY_S
+
+    def up_to(self, cpu: float) -> None:
+        """Charge the wall time until now and the CPU seconds up to `cpu` (both counted from the start)."""
+        wall, cpu = time.perf_counter() - self.started, max(cpu, self.cpu)
+        ledger, phase = CostLedger(self.workspace_root), f"train:{self.preset.folder_name}"
+        ledger.add_cpu(phase, cpu - self.cpu)
+        if (self.preset.device or "").startswith("cuda"):
+            ledger.add_gpu(phase, wall - self.wall)
+        ledger.add(phase, "wall", wall - self.wall, "s", 0.0)  # for the record; wall time itself is not billed
+        self.wall, self.cpu = wall, cpu
 
 
 def _finish(workspace_root: Path, folder: Path, preset: Preset, data: TrainingData, seeds: list[int], started_at: int,
