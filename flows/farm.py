@@ -103,11 +103,10 @@ def episodes_flow(workspace_path: str, phases: list[str] | None = None) -> dict:
     threads = settings.rollout_runner == "threads"  # else processes, each with its own sandboxes
     with locked(workspace_path), rollout_runner(settings) as runner:
         steps = EpisodeSteps(
-            rollout=partial(rollout_seed_task, workspace_path),
+            rollout=lambda seed, slot: runner.submit(
+                rollout_seed_task, {"workspace_path": workspace_path, "seed": seed, "slot": slot if threads else None}),
             render=partial(render_episode_task, workspace_path),
-            review=partial(review_episode_task, workspace_path),
-            start_rollout=lambda seed, slot: runner.submit(
-                rollout_seed_task, {"workspace_path": workspace_path, "seed": seed, "slot": slot if threads else None}))
+            review=partial(review_episode_task, workspace_path))
         report = collect_episodes(workspace, steps, phases)
     for phase in phases:
         publish_phase_cost(workspace, phase)

@@ -6,7 +6,7 @@ calls, no Prefect). What is done is read from the workspace every time (episodes
 rollout/attempts.jsonl), so a killed run resumes where it stopped and nothing else is remembered.
 
 A round of all three phases is pipelined: while seeds are simulated (each in its own sandboxed worker
-process, up to the `rollout_workers` setting at once, started through `EpisodeSteps.start_rollout`: Prefect
+process, up to the `rollout_workers` setting at once, started through `EpisodeSteps.rollout`: Prefect
 tasks submitted to the flow's task runner), this thread renders and reviews the episodes already kept, so
 every core works. A seed simulates into its own staging folder; this thread alone commits them, in seed
 order, as the next episode indices: the episodes (and the ledger) are those one worker would make.
@@ -98,18 +98,16 @@ class Finished:
 
 @dataclass(frozen=True)
 class EpisodeSteps:
-    rollout: Callable[[int, int | None], episodes.Staged]  # (seed, sandbox slot) -> the seed simulated, staged
+    # (seed, sandbox slot) -> the rollout under way (staged when its result() returns), while this thread
+    # renders and reviews
+    rollout: Callable[[int, int], Started]
     render: Callable[[int], object]  # index -> its videos
     review: Callable[[int], object]  # index -> its review
-    # (seed, slot) -> the rollout under way, while this thread renders and reviews; by default run at once
-    start_rollout: Callable[[int, int], Started] | None = None
-
-    def start(self, seed: int, slot: int) -> Started:
-        return self.start_rollout(seed, slot) if self.start_rollout else Finished(self.rollout(seed, slot))
 
 
 def library_steps(workspace: Workspace) -> EpisodeSteps:
-    return EpisodeSteps(rollout=lambda seed, slot: rollout_one(workspace, seed, slot),
+    """No Prefect: each seed simulates at once, in this thread."""
+    return EpisodeSteps(rollout=lambda seed, slot: Finished(rollout_one(workspace, seed, slot)),
                         render=lambda index: render_one(workspace, index),
                         review=lambda index: review_one(workspace, index))
 
@@ -177,7 +175,7 @@ def simulate_seeds(workspace: Workspace, steps: EpisodeSteps, between: Callable[
             while len(under_way) < min(workers, needed) and tried + len(under_way) < budget:
                 check_budget(workspace)
                 seed = next(seeds)
-                under_way.append(steps.start(seed, seed % workers))
+                under_way.append(steps.rollout(seed, seed % workers))
             worked = between()
             if not under_way:
                 if needed > 0:

@@ -40,7 +40,7 @@ def test_a_farm_killed_mid_rollout_resumes_without_losing_or_duplicating_episode
     each."""
     import dataclasses
 
-    from datafarm.farm.collect import collect_episodes, library_steps, rollout_one, simulate_seeds
+    from datafarm.farm.collect import Finished, collect_episodes, library_steps, rollout_one, simulate_seeds
     from datafarm.farm.episodes import STAGING
     from datafarm.farm.deliver import verify
     from flows.farm import farm_flow
@@ -56,7 +56,7 @@ def test_a_farm_killed_mid_rollout_resumes_without_losing_or_duplicating_episode
         staged.append(rollout_one(workspace, seed, slot))
         if sum(s.accepted for s in staged) == 2:  # simulated and staged, not yet committed
             raise _Killed
-        return staged[-1]
+        return Finished(staged[-1])
 
     with pytest.raises(_Killed):
         simulate_seeds(workspace, dataclasses.replace(library_steps(workspace), rollout=rollout_then_killed))
