@@ -60,7 +60,8 @@ def _print_table(workspace: Path) -> None:
 
     table = Table(title=f"closed-loop success, {workspace}")
     for column in ("task", "policy", "appearance", "successes", "rate", "Wilson 95%"):
-        table.add_column(column)
+        # a narrow terminal folds a long name (act-cpu-ensemble0.01-5000steps) rather than cut its distinguishing tail
+        table.add_column(column, overflow="fold")
     for cell in cells(Workspace.open(workspace)):
         table.add_row(cell.task, cell.policy, cell.appearance, f"{cell.successes}/{cell.trials}", f"{cell.rate:.0%}",
                       f"[{cell.low:.0%}, {cell.high:.0%}]")

@@ -11,6 +11,7 @@ from functools import partial
 from pathlib import Path
 
 from prefect import flow
+from prefect.client.orchestration import get_client
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 import flows.run_logs  # noqa: F401  (a deployment loads this file as a script: register our log lines here too)
@@ -77,19 +78,34 @@ def expert_flow(workspace_path: str, phases: list[str] | None = None, force: boo
 
 def rollout_runner(settings: FarmSettings) -> TaskRunner:
     """Where the episodes flow's rollouts run (the rollout_runner setting): threads of this process, each
-    waiting on its sandboxed simulation, or the processes of a Dask cluster (prefect-dask): a local one of
-    rollout_workers processes, or the scheduler at dask_address."""
+    waiting on its sandboxed simulation, or the processes of a Dask (prefect-dask) or Ray (prefect-ray)
+    cluster: a local one of rollout_workers processes, or the existing one at cluster_address."""
     if settings.rollout_runner == "threads":
         return ThreadPoolTaskRunner(max_workers=settings.rollout_workers)
+    extra = settings.rollout_runner
     try:
-        from prefect_dask import DaskTaskRunner
+        if extra == "dask":
+            from prefect_dask import DaskTaskRunner
+        else:
+            from prefect_ray import RayTaskRunner
     except ImportError as error:
-        raise Unavailable("rollout_runner 'dask' needs prefect-dask: pip install 'datafarm[dask]' (or set "
+        raise Unavailable(f"rollout_runner {extra!r} needs prefect-{extra}: pip install 'datafarm[{extra}]' (or set "
                           "rollout_runner to threads)") from error
-    if settings.dask_address:
-        return DaskTaskRunner(address=settings.dask_address)
-    return DaskTaskRunner(cluster_kwargs={"n_workers": settings.rollout_workers, "threads_per_worker": 1,
-                                          "processes": True, "dashboard_address": None})
+    # the cluster's processes report their task runs to this flow's Prefect API: with an embedded server,
+    # each would otherwise start a server of its own (an existing cluster needs a PREFECT_API_URL it can reach)
+    api = {"PREFECT_API_URL": str(get_client(sync_client=True).api_url)}
+    if extra == "dask":
+        if settings.cluster_address:
+            return DaskTaskRunner(address=settings.cluster_address)
+        return DaskTaskRunner(cluster_kwargs={"n_workers": settings.rollout_workers, "threads_per_worker": 1,
+                                              "processes": True, "dashboard_address": None, "env": api})
+    ray_options = {"runtime_env": {"env_vars": api}, "logging_level": logging.ERROR, "log_to_driver": False}
+    if settings.cluster_address:
+        return RayTaskRunner(address=settings.cluster_address, init_kwargs=ray_options)
+    # each rollout task asks for one CPU, so rollout_workers CPUs run that many at once; rollouts pass only
+    # small results (the episodes are files), so the object store stays small
+    return RayTaskRunner(init_kwargs={**ray_options, "num_cpus": settings.rollout_workers, "include_dashboard": False,
+                                      "object_store_memory": 200 * 2**20})
 
 
 @flow(name="episodes")
@@ -100,7 +116,7 @@ def episodes_flow(workspace_path: str, phases: list[str] | None = None) -> dict:
     # rollouts are submitted to their runner (threads waiting on sandboxed simulations, or a Dask cluster's
     # processes) while this thread renders and reviews: every core at work
     settings = settings_of(workspace)
-    threads = settings.rollout_runner == "threads"  # else processes, each with its own sandboxes
+    threads = settings.rollout_runner == "threads"  # else a cluster's processes, each with its own sandboxes
     with locked(workspace_path), rollout_runner(settings) as runner:
         steps = EpisodeSteps(
             rollout=lambda seed, slot: runner.submit(

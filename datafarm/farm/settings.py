@@ -46,7 +46,7 @@ def _s3_destination(uri: str | None) -> str | None:
 # workspace each time), how many seeds simulate at once, and where a delivery goes. They are outside the
 # phases' input hashes, so raising the target re-authors nothing.
 NOT_HASHED = frozenset({"target_count", "max_attempts_factor", "max_usd", "review", "push_to", "rollout_workers",
-                        "rollout_runner", "dask_address"})
+                        "rollout_runner", "cluster_address"})
 
 
 class FarmSettings(BaseModel):
@@ -68,12 +68,12 @@ class FarmSettings(BaseModel):
     rollout_workers: int = Field(1, ge=1, le=64, description=(
         "seeds simulated at once, each in its own sandboxed worker; for machines with more cores, or a Dask "
         "cluster. The episodes are the same for any number"))
-    rollout_runner: Literal["threads", "dask"] = Field("threads", description=(
+    rollout_runner: Literal["threads", "dask", "ray"] = Field("threads", description=(
         "where rollouts run: threads of the farm's process, each waiting on its sandbox; or the processes of a "
-        "Dask cluster (prefect-dask: pip install 'datafarm[dask]')"))
-    dask_address: str | None = Field(None, description=(
-        "rollout_runner dask: the scheduler of an existing cluster (tcp://host:8786) that sees the workspace's "
-        "path; unset: a local cluster of rollout_workers processes"))
+        "Dask cluster (prefect-dask: pip install 'datafarm[dask]') or a Ray cluster (pip install 'datafarm[ray]')"))
+    cluster_address: str | None = Field(None, description=(
+        "rollout_runner dask or ray: an existing cluster that sees the workspace's path (Dask's scheduler "
+        "tcp://host:8786, Ray's ray://host:10001); unset: a local cluster of rollout_workers processes"))
     randomization: RandomizationConfig = RandomizationConfig()
     review: Annotated[dict[str, int | float], AfterValidator(_review_thresholds)] = Field(
         default_factory=dict, description="review limits to change, e.g. {\"min_robot_iou\": 0.5}")
@@ -82,9 +82,9 @@ class FarmSettings(BaseModel):
         None, description="s3://bucket/prefix the farm pushes the verified delivery to (datafarm.storage)")
 
     @model_validator(mode="after")
-    def _dask_address_needs_dask(self) -> FarmSettings:
-        if self.dask_address and self.rollout_runner != "dask":
-            raise ValueError("dask_address is a setting of rollout_runner dask")
+    def _cluster_address_needs_a_cluster(self) -> FarmSettings:
+        if self.cluster_address and self.rollout_runner == "threads":
+            raise ValueError("cluster_address is a setting of rollout_runner dask or ray, not threads")
         return self
 
     @model_validator(mode="after")
@@ -111,7 +111,7 @@ FIXES = {
     "max_usd": "pass --max-usd with a positive number of USD (or leave it out: no budget)",
     "randomization": "correct the randomization settings (datafarm/task/randomization.py's RandomizationConfig), "
                      "with --randomization NAME=VALUE, e.g. --randomization recovery_fraction=0.3",
-    "rollout_runner": "use threads, or dask with prefect-dask installed",
+    "rollout_runner": "use threads, dask (with prefect-dask installed) or ray (with prefect-ray)",
     "review": "name review limits as datafarm/review/report.py's ReviewThresholds does, with numbers",
 }
 

@@ -11,10 +11,13 @@ from datafarm.workspace import Workspace
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("runner", ["threads", "dask"])
+@pytest.mark.parametrize("runner", ["threads", "dask", "ray"])
 def test_any_runner_and_worker_count_simulates_the_same_episodes(farmed_workspace, tmp_path, runner):
-    """The fixture farmed one seed at a time; two threads, and a local Dask cluster of two processes, make
-    the same episodes from the same seeds."""
+    """The fixture farmed one seed at a time; two threads, and local Dask and Ray clusters of two processes,
+    make the same episodes from the same seeds."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import TaskRunFilter, TaskRunFilterFlowRunId
+
     from flows.farm import episodes_flow
 
     farmed = Workspace.open(farmed_workspace)
@@ -27,7 +30,8 @@ def test_any_runner_and_worker_count_simulates_the_same_episodes(farmed_workspac
     workspace.meta["settings"].update(rollout_workers=2, rollout_runner=runner)
     workspace.save_meta()
 
-    episodes_flow(str(root), ["rollout"])
+    run = episodes_flow(str(root), ["rollout"], return_state=True)
+    assert run.is_completed()
 
     assert [(a.seed, a.accepted, a.index) for a in attempts(workspace)] == \
         [(a.seed, a.accepted, a.index) for a in attempts(farmed)]
@@ -44,19 +48,27 @@ def test_any_runner_and_worker_count_simulates_the_same_episodes(farmed_workspac
     assert not farmed.path(".sandbox", "rollout-1").exists()
     if runner == "threads":  # two seeds ran at once, each in its own sandbox
         assert workspace.path(".sandbox", "rollout-1").is_dir()
-    else:  # one sandbox folder per Dask worker process, whichever seeds it ran
+    else:  # one sandbox folder per cluster worker process, whichever seeds it ran
         assert 1 <= len(list(workspace.path(".sandbox").glob(f"{PROCESS_SANDBOX}*"))) <= 2
+    # every rollout's task run is in the flow's own Prefect API, wherever it ran (a cluster's processes
+    # would otherwise start embedded servers of their own)
+    with get_client(sync_client=True) as client:
+        tasks = client.read_task_runs(task_run_filter=TaskRunFilter(
+            flow_run_id=TaskRunFilterFlowRunId(any_=[run.state_details.flow_run_id])))
+    rollouts = sorted(task.name for task in tasks if task.name.startswith("rollout seed") and task.state.is_completed())
+    assert rollouts == sorted(f"rollout seed {a.seed}" for a in attempts(workspace))
 
 
-def test_dask_without_prefect_dask_says_how_to_install_it(monkeypatch):
+@pytest.mark.parametrize("extra", ["dask", "ray"])
+def test_a_cluster_runner_not_installed_says_how_to_install_it(monkeypatch, extra):
     import sys
 
     from datafarm.errors import Unavailable
     from datafarm.farm.settings import FarmSettings
     from flows.farm import rollout_runner
 
-    monkeypatch.setitem(sys.modules, "prefect_dask", None)  # as if not installed
-    with pytest.raises(Unavailable, match=r"pip install 'datafarm\[dask\]'"):
-        rollout_runner(FarmSettings(target_count=1, rollout_runner="dask"))
-    with pytest.raises(ValueError, match="dask_address is a setting of rollout_runner dask"):
-        FarmSettings(target_count=1, dask_address="tcp://127.0.0.1:8786")
+    monkeypatch.setitem(sys.modules, f"prefect_{extra}", None)  # as if not installed
+    with pytest.raises(Unavailable, match=rf"pip install 'datafarm\[{extra}\]'"):
+        rollout_runner(FarmSettings(target_count=1, rollout_runner=extra))
+    with pytest.raises(ValueError, match="cluster_address is a setting of rollout_runner dask or ray"):
+        FarmSettings(target_count=1, cluster_address="tcp://127.0.0.1:8786")
