@@ -113,8 +113,8 @@ def episodes_flow(workspace_path: str, phases: list[str] | None = None) -> dict:
     """Rollout -> render -> review rounds (or the phases given) until the target is admitted."""
     workspace = Workspace.open(workspace_path)
     phases = phases or list(phases_of_flow("episodes"))
-    # rollouts are submitted to their runner (threads waiting on sandboxed simulations, or a Dask cluster's
-    # processes) while this thread renders and reviews: every core at work
+    # rollouts are submitted to their runner (threads waiting on sandboxed simulations, or a Dask or Ray
+    # cluster's processes) while this thread renders and reviews: every core at work
     settings = settings_of(workspace)
     threads = settings.rollout_runner == "threads"  # else a cluster's processes, each with its own sandboxes
     with locked(workspace_path), rollout_runner(settings) as runner:
