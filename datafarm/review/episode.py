@@ -134,7 +134,8 @@ def _robot_check(episode: RecordedEpisode, sim: SimView, measures: ViewMeasures,
     eval_frames = np.unique(np.linspace(0, frames - 1, MASK_EVAL_FRAMES).round().astype(int)).tolist()
     offset = 0.5 * (frames - 1) / MASK_REFERENCE_FRAMES
     ref_frames = np.unique(np.linspace(offset, frames - 1 - offset, MASK_REFERENCE_FRAMES).round().astype(int)).tolist()
-    depth = load_camera_arrays(episode, sim.camera, depth_frames=ref_frames)["depth_m"]
+    depth = load_camera_arrays(episode, sim.camera, depth=True, segmentation=False,
+                               first=ref_frames[-1] + 1)["depth_m"][ref_frames]
     agreement = robot_mask_agreement(sim, measures.blocks, dict(zip(ref_frames, depth)), planes, eval_frames,
                                      ref_frames, thresholds.robot_difference_level, thresholds.robot_difference_min_level,
                                      thresholds.robot_noise_factor)

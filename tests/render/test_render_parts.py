@@ -99,3 +99,26 @@ def test_fit_to_view_crops_to_aspect():
     fitted = fit_to_view(wide, 320, 240)
     assert fitted.shape == (240, 320, 3)
     assert fitted[:, 160].mean() > 200 and fitted[:, 10].mean() < 10
+
+
+def test_camera_arrays_read_the_first_frames_alone(tmp_path):
+    """`first` inflates only the leading frames of each member, and they equal the full read's."""
+    from datafarm.render.views import load_camera_arrays
+    from datafarm.sim.recorder import RecordedEpisode, save_npz
+
+    rng = np.random.default_rng(3)
+    arrays = {"depth_mm": rng.integers(0, 4000, (9, 6, 8), dtype=np.uint16),
+              "segmentation": rng.integers(0, 30, (9, 6, 8), dtype=np.uint16),
+              "extrinsics_cv": rng.random((9, 4, 4))}
+    (tmp_path / "cameras" / "head").mkdir(parents=True)
+    save_npz(tmp_path / "cameras" / "head" / "frames.npz", arrays)
+    episode = RecordedEpisode(tmp_path, {"depth_scale": 1000.0, "cameras": {"head": {}}})
+    full = load_camera_arrays(episode, "head", depth=True)
+    assert np.array_equal(full["depth_m"], arrays["depth_mm"] / np.float32(1000.0))
+    for first in (1, 4, 9, 50):
+        part = load_camera_arrays(episode, "head", depth=True, first=first)
+        assert set(part) == set(full)
+        for name, array in part.items():
+            assert np.array_equal(array, full[name][:first]), (name, first)
+    depth_only = load_camera_arrays(episode, "head", depth=True, segmentation=False, first=2)
+    assert set(depth_only) == {"extrinsics_cv", "depth_m"}
