@@ -2,8 +2,10 @@
 
 Classical and keyless: inside the table's region (holes filled, so what stands on it is included),
 pixels whose colour is farther than `OBJECT_COLOUR_DISTANCE` from the table's colour, less the arms
-(the arm model projected through the fitted camera at the recorded joint states, all its parts,
-dilated), are grouped into connected blobs (holes filled, specks opened away, split parts rejoined).
+(the arm model projected through the fitted camera at the recorded joint states, all its parts, and
+the arm-dark pixels beside it, dilated), are grouped into connected blobs (holes filled, specks opened
+away, split parts rejoined); a blob whose colours fall in two clusters that meet along a short border
+is two objects touching in the image, split between them (`_blobs`).
 Blobs cut by the image border (their size and place cannot be measured; often a backdrop the table's
 colour let into the table region) and blobs beyond the arms' reach (`REACH_M`) are not listed. Each
 blob big enough is one object:
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.ndimage import (binary_closing, binary_dilation, binary_erosion, binary_fill_holes, binary_opening,
-                           find_objects, label)
+                           distance_transform_edt, find_objects, label)
 from scipy.optimize import linear_sum_assignment
 
 from datafarm.scene.spec import footprint_radius
@@ -36,6 +38,8 @@ from datafarm.survey.table import REACH_M
 
 OBJECT_COLOUR_DISTANCE = 26.0  # RGB distance (0-255) from the table colour that makes a pixel "object"
 MIN_AREA_SHARE = 0.0004  # of the image: smaller blobs are noise
+CHROMA_SPLIT = 0.1  # rg-chromaticity distance between two colour clusters that makes a blob two objects
+CONTACT_SHARE = 0.8  # ...unless they share a border this long (a share of the smaller one's diameter)
 _ARM_DILATION_PX = 4
 # The lowest image point of a flat box or disc is its front edge on the table (push back half the width);
 # a ball's is above the table and its ray meets the plane nearer its centre (push back less).
@@ -115,18 +119,94 @@ def _without_specks(mask: np.ndarray) -> np.ndarray:
     return binary_opening(binary_fill_holes(binary_closing(mask, iterations=2)), iterations=1)
 
 
+def _two_means(values: np.ndarray, iterations: int = 10) -> tuple[np.ndarray, np.ndarray]:
+    """2-means of (N, D) values, started from the two ends of their principal axis: (labels 0/1, centres)."""
+    centred = values - values.mean(axis=0)
+    axis = np.linalg.svd(centred, full_matrices=False)[2][0]
+    projection = centred @ axis
+    centres = values[[projection.argmin(), projection.argmax()]]
+    for _ in range(iterations):
+        labels = (np.linalg.norm(values - centres[1], axis=1) < np.linalg.norm(values - centres[0], axis=1)).astype(int)
+        centres = np.array([values[labels == k].mean(axis=0) if (labels == k).any() else centres[k] for k in (0, 1)])
+    return labels, centres
+
+
+def _blobs(candidates: np.ndarray, plate: np.ndarray, shade: np.ndarray, min_area: float) -> np.ndarray:
+    """Labelled blobs of `candidates`. Objects touching in the image are told apart by colour: a connected
+    region whose lit pixels fall in two chromaticity clusters `CHROMA_SPLIT` apart, each with a part of at
+    least `min_area` pixels (a blue bowl against a cream one), is split between those parts, each pixel to
+    the nearest. Brightness does not split (a cabinet's lit top and shaded front are one object), and
+    shaded pixels, whose chromaticity is noise, take no part in the clustering."""
+    regions, count = label(_without_specks(candidates))
+    chroma = plate.astype(np.float32) / np.maximum(plate.astype(np.float32).sum(axis=2, keepdims=True), 1.0)
+    blobs = regions.copy()
+    for index, box in enumerate(find_objects(regions), start=1):
+        region = regions[box] == index
+        lit = region & ~shade[box]
+        if lit.sum() < 2 * min_area:
+            continue
+        clusters, centres = _two_means(chroma[box][lit][:, :2])
+        if np.linalg.norm(centres[0] - centres[1]) < CHROMA_SPLIT:
+            continue
+        seeds = np.zeros(region.shape, dtype=int)
+        for cluster in (0, 1):
+            member = np.zeros(region.shape, dtype=bool)
+            member[lit] = clusters == cluster
+            parts, _ = label(binary_opening(member, iterations=1))
+            for part in np.flatnonzero(np.bincount(parts.ravel())[1:] >= min_area) + 1:
+                seeds[parts == part] = seeds.max() + 1
+        if seeds.max() < 2:
+            continue
+        _, nearest = distance_transform_edt(seeds == 0, return_indices=True)
+        split = _rejoin_long_contacts(np.where(region, seeds[nearest[0], nearest[1]], 0))
+        blobs[box][region] = count + split[region]
+        count += int(seeds.max())
+    return blobs
+
+
+def _rejoin_long_contacts(parts: np.ndarray) -> np.ndarray:
+    """`parts` (0: none) with every two parts that share a border longer than `CONTACT_SHARE` of the smaller
+    one's diameter made one: objects touching in the image meet along a short stretch, the parts of one
+    object (a drum's yellow head on its red body, a cabinet's cream top over its tan drawer) along a long one."""
+    ids = [int(i) for i in np.unique(parts) if i]
+    diameter = {i: 2 * np.sqrt((parts == i).sum() / np.pi) for i in ids}
+    group = {i: i for i in ids}
+
+    def root(i):
+        while group[i] != i:
+            i = group[i]
+        return i
+
+    borders: dict[tuple[int, int], int] = {}  # pairs of 4-neighbours in different parts
+    for a, b in ((parts[1:], parts[:-1]), (parts[:, 1:], parts[:, :-1])):
+        touching = (a != b) & (a > 0) & (b > 0)
+        pairs = np.sort(np.stack([a[touching], b[touching]], axis=1), axis=1)
+        for (i, j), length in zip(*np.unique(pairs, axis=0, return_counts=True)):
+            borders[int(i), int(j)] = borders.get((int(i), int(j)), 0) + int(length)
+    for (i, j), length in borders.items():
+        if length > CONTACT_SHARE * min(diameter[i], diameter[j]):
+            group[root(i)] = root(j)
+    lookup = np.zeros(max(ids, default=0) + 1, dtype=parts.dtype)
+    for i in ids:
+        lookup[i] = root(i)
+    return lookup[parts]
+
+
 def find_objects_on_table(plate: np.ndarray, table_mask: np.ndarray, table_colour: np.ndarray,
                           camera: PinholeCamera, table_height: float, arm_mask: np.ndarray,
-                          arm_bases: np.ndarray | None = None) -> list[InventoryItem]:
+                          arm_bases: np.ndarray | None = None, shade: np.ndarray | None = None) -> list[InventoryItem]:
     """The inventory of one plate; see the module docstring. `arm_mask`: pixels the arms may cover;
-    `arm_bases`: (N, 2) world xy of the arm bases, beyond whose reach nothing is listed."""
+    `arm_bases`: (N, 2) world xy of the arm bases, beyond whose reach nothing is listed; `shade`: pixels
+    too dark for their colour to tell objects apart."""
     h, w = table_mask.shape
     distance = np.linalg.norm(plate.astype(np.float32) - table_colour.astype(np.float32), axis=2)
     inside = binary_erosion(table_mask, iterations=_TABLE_EDGE_EROSION_PX)
     candidates = inside & (distance > OBJECT_COLOUR_DISTANCE) & ~binary_dilation(arm_mask, iterations=_ARM_DILATION_PX)
-    labels, count = label(_without_specks(candidates))
+    labels = _blobs(candidates, plate, np.zeros_like(candidates) if shade is None else shade, MIN_AREA_SHARE * h * w)
     items = []
     for index, box in enumerate(find_objects(labels), start=1):
+        if box is None:  # an id given up by a split region
+            continue
         blob = labels == index
         area = int(blob.sum())
         if area < MIN_AREA_SHARE * h * w or _touches_border(box, h, w):

@@ -138,9 +138,12 @@ def survey_episode(episode: CalibrationEpisode, rig: RigConfig, fit_keyframes: i
     table = survey_table(plate, camera, rig)
     whole = ArmPoints.from_rig(rig, colors=("body", "accent"), spacing=0.008)
     silhouettes = [rasterise(camera, whole.world(state), (height, width)) for state in states]
-    arms = np.logical_or.reduce(silhouettes) | arm_mask(plate, table.brightness)
+    # arm-dark pixels count as arm only near where the model puts an arm (a shaded drawer front is dark
+    # too), unless the joints were not measured: then the model may be far from the arms
+    dark, modelled = arm_mask(plate, table.brightness), np.logical_or.reduce(silhouettes)
+    arms = modelled | (dark & binary_dilation(modelled, iterations=ARM_MARGIN_PX) if joints_measured(episode) else dark)
     inventory = find_objects_on_table(plate, table.mask, table.colour, camera, table.height, arms,
-                                      np.array([rig.arms[side].xyz[:2] for side in rig.arms]))
+                                      np.array([rig.arms[side].xyz[:2] for side in rig.arms]), shade=dark)
     fitted = camera is fit.camera and fit.evaluations > 0
     cameras = {HEAD: _camera_entry(camera, rig, width, height, intrinsics_source,
                                    "fitted to the arm silhouettes" if fitted else "rig nominal",

@@ -15,7 +15,7 @@ from datafarm.sim.config import load_rig_config
 from datafarm.survey.arm_points import ArmPoints
 from datafarm.survey.camera import nominal_camera
 from datafarm.survey.camera_fit import _keyframe, alignment_error, arm_mask, fit_camera, reprojection_error_px
-from datafarm.survey.inventory import colour_word, match_scene
+from datafarm.survey.inventory import colour_word, find_objects_on_table, match_scene
 from datafarm.survey.grounding import ground_scene_spec
 from datafarm.survey.run import rig_with_surveyed_cameras, survey_episode
 
@@ -69,6 +69,47 @@ def test_the_arm_model_lands_on_the_arm_pixels_only_at_the_true_pose(rig_views):
 def test_colour_words():
     assert [colour_word(c) for c in ([200, 30, 25], [40, 90, 200], [50, 170, 70], [240, 240, 235], [20, 20, 22])] == [
         "red", "blue", "green", "white", "black"]
+
+
+def _painted_inventory(paint) -> list[str]:
+    """Colour words of the inventory of a grey table (the head camera's view of it) with `paint(plate)` on it;
+    pixels darker than the arm threshold are shade."""
+    config = load_rig_config()
+    camera = nominal_camera(config.cameras["head"])
+    plate = np.full((camera.height, camera.width, 3), 150, dtype=np.uint8)
+    paint(plate)
+    table = np.ones(plate.shape[:2], dtype=bool)
+    items = find_objects_on_table(plate, table, np.array([150.0, 150.0, 150.0]), camera, config.table.height,
+                                  np.zeros_like(table), shade=arm_mask(plate, 150.0))
+    return sorted(item.label.split()[1] for item in items)
+
+
+def _disc(plate, centre, radius, colour):
+    v, u = np.mgrid[:plate.shape[0], :plate.shape[1]]
+    plate[(v - centre[1]) ** 2 + (u - centre[0]) ** 2 <= radius**2] = colour
+
+
+def test_objects_touching_in_the_image_are_told_apart_by_colour_and_a_short_border():
+    def bowls(plate):  # a blue bowl against a cream one, no gap between them
+        _disc(plate, (150, 140), 12, (70, 160, 210))
+        _disc(plate, (173, 140), 12, (235, 228, 200))
+    assert _painted_inventory(bowls) == ["blue", "yellow"]
+
+    def twins(plate):  # negative control: two touching blue discs are one blob (colour cannot split them)
+        _disc(plate, (150, 140), 12, (70, 160, 210))
+        _disc(plate, (173, 140), 12, (70, 160, 210))
+    assert _painted_inventory(twins) == ["blue"]
+
+    def cabinet_and_dark_box(plate):  # a lit top over its shaded front is one object; a dark box far away is one
+        plate[100:118, 140:190] = (215, 205, 180)
+        plate[118:140, 140:190] = (100, 95, 84)
+        plate[160:175, 60:80] = (35, 35, 38)
+    assert _painted_inventory(cabinet_and_dark_box) == ["black", "grey"]
+
+    def drum(plate):  # two colours along a long border are the parts of one object: a yellow head on a red body
+        plate[108:120, 130:180] = (230, 210, 120)
+        plate[120:150, 130:180] = (190, 60, 50)
+    assert len(_painted_inventory(drum)) == 1
 
 
 @pytest.fixture(scope="module")
