@@ -6,6 +6,7 @@ Prefect tasks for the per-item work.
 
 from __future__ import annotations
 
+import importlib
 import logging
 from functools import partial
 from pathlib import Path
@@ -80,32 +81,47 @@ def rollout_runner(settings: FarmSettings) -> TaskRunner:
     """Where the episodes flow's rollouts run (the rollout_runner setting): threads of this process, each
     waiting on its sandboxed simulation, or the processes of a Dask (prefect-dask) or Ray (prefect-ray)
     cluster: a local one of rollout_workers processes, or the existing one at cluster_address."""
-    if settings.rollout_runner == "threads":
-        return ThreadPoolTaskRunner(max_workers=settings.rollout_workers)
-    extra = settings.rollout_runner
+    return _RUNNERS[settings.rollout_runner](settings)
+
+
+def _threads_runner(settings: FarmSettings) -> TaskRunner:
+    return ThreadPoolTaskRunner(max_workers=settings.rollout_workers)
+
+
+def _dask_runner(settings: FarmSettings) -> TaskRunner:
+    runner = _runner_class("dask", "prefect_dask", "DaskTaskRunner")
+    if settings.cluster_address:
+        return runner(address=settings.cluster_address)
+    return runner(cluster_kwargs={"n_workers": settings.rollout_workers, "threads_per_worker": 1, "processes": True,
+                                  "dashboard_address": None, "env": _flow_api()})
+
+
+def _ray_runner(settings: FarmSettings) -> TaskRunner:
+    runner = _runner_class("ray", "prefect_ray", "RayTaskRunner")
+    options = {"runtime_env": {"env_vars": _flow_api()}, "logging_level": logging.ERROR, "log_to_driver": False}
+    if settings.cluster_address:
+        return runner(address=settings.cluster_address, init_kwargs=options)
+    # each rollout task asks for one CPU, so rollout_workers CPUs run that many at once; rollouts pass only
+    # small results (the episodes are files), so the object store stays small
+    return runner(init_kwargs={**options, "num_cpus": settings.rollout_workers, "include_dashboard": False,
+                               "object_store_memory": 200 * 2**20})
+
+
+_RUNNERS = {"threads": _threads_runner, "dask": _dask_runner, "ray": _ray_runner}
+
+
+def _runner_class(extra: str, module: str, name: str) -> type[TaskRunner]:
     try:
-        if extra == "dask":
-            from prefect_dask import DaskTaskRunner
-        else:
-            from prefect_ray import RayTaskRunner
+        return getattr(importlib.import_module(module), name)
     except ImportError as error:
         raise Unavailable(f"rollout_runner {extra!r} needs prefect-{extra}: pip install 'datafarm[{extra}]' (or set "
                           "rollout_runner to threads)") from error
-    # the cluster's processes report their task runs to this flow's Prefect API: with an embedded server,
-    # each would otherwise start a server of its own (an existing cluster needs a PREFECT_API_URL it can reach)
-    api = {"PREFECT_API_URL": str(get_client(sync_client=True).api_url)}
-    if extra == "dask":
-        if settings.cluster_address:
-            return DaskTaskRunner(address=settings.cluster_address)
-        return DaskTaskRunner(cluster_kwargs={"n_workers": settings.rollout_workers, "threads_per_worker": 1,
-                                              "processes": True, "dashboard_address": None, "env": api})
-    ray_options = {"runtime_env": {"env_vars": api}, "logging_level": logging.ERROR, "log_to_driver": False}
-    if settings.cluster_address:
-        return RayTaskRunner(address=settings.cluster_address, init_kwargs=ray_options)
-    # each rollout task asks for one CPU, so rollout_workers CPUs run that many at once; rollouts pass only
-    # small results (the episodes are files), so the object store stays small
-    return RayTaskRunner(init_kwargs={**ray_options, "num_cpus": settings.rollout_workers, "include_dashboard": False,
-                                      "object_store_memory": 200 * 2**20})
+
+
+def _flow_api() -> dict[str, str]:
+    """The cluster's processes report their task runs to this flow's Prefect API: with an embedded server,
+    each would otherwise start a server of its own (an existing cluster needs a PREFECT_API_URL it can reach)."""
+    return {"PREFECT_API_URL": str(get_client(sync_client=True).api_url)}
 
 
 @flow(name="episodes")
