@@ -136,6 +136,12 @@ def match_by_mask(truth: dict, inventory: list) -> dict[str, int]:
     return matched
 
 
+def _scores(grounding) -> str:
+    """Each object's mask IoU and cm outside its range, as grounding scored them."""
+    return "(" + ", ".join(f"{name} IoU {entry['iou']} {entry['position_error_cm']} cm"
+                           for name, entry in grounding.report["objects"].items() if entry["found"]) + ")"
+
+
 def inventory_and_grounding(config, scenes: list[tuple[str, int]]) -> None:
     from datafarm.survey.grounding import ground_scene_spec
     from datafarm.survey.run import rig_with_surveyed_cameras, survey_episode
@@ -160,7 +166,7 @@ def inventory_and_grounding(config, scenes: list[tuple[str, int]]) -> None:
         right = ground_scene_spec(surveyed, package.scene, package.directory, objects, masks, frames, states,
                                   result.table.brightness)
         line = (f"{task} seed {seed}: {len(matched)}/{len(visible)} found, {len(result.inventory)} detected; grounding "
-                f"right scene {'passes' if right.passed else 'FAILS ' + str(right.failures())}")
+                f"right scene {'passes' if right.passed else 'FAILS ' + str(right.failures())} {_scores(right)}")
         if visible:  # negative control on the item the footage shows best
             moved = package.scene.model_copy(deep=True)
             shown = moved.item(max(visible, key=lambda name: visible[name][1].sum()))
@@ -169,7 +175,7 @@ def inventory_and_grounding(config, scenes: list[tuple[str, int]]) -> None:
             wrong = ground_scene_spec(surveyed, moved, package.directory, objects, masks, frames, states,
                                       result.table.brightness)
             wrong_caught += not wrong.passed
-            line += f", {shown.name} moved 10 cm {'FAILS' if not wrong.passed else 'passes'}"
+            line += f", {shown.name} moved 10 cm {'FAILS' if not wrong.passed else 'passes'} {_scores(wrong)}"
         rights += right.passed
         print(line, flush=True)
     print(f"grounding on {len(scenes)} synthetic scenes: the right scene passes {rights}, an item moved 10 cm fails "

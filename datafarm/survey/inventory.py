@@ -31,6 +31,7 @@ import numpy as np
 from scipy.ndimage import (binary_closing, binary_dilation, binary_erosion, binary_fill_holes, binary_opening,
                            distance_transform_edt, find_objects, label)
 from scipy.optimize import linear_sum_assignment
+from scipy.sparse.csgraph import connected_components
 
 from datafarm.scene.spec import footprint_radius
 from datafarm.survey.camera import PinholeCamera
@@ -135,8 +136,9 @@ def _blobs(candidates: np.ndarray, plate: np.ndarray, shade: np.ndarray, min_are
     """Labelled blobs of `candidates`. Objects touching in the image are told apart by colour: a connected
     region whose lit pixels fall in two chromaticity clusters `CHROMA_SPLIT` apart, each with a part of at
     least `min_area` pixels (a blue bowl against a cream one), is split between those parts, each pixel to
-    the nearest. Brightness does not split (a cabinet's lit top and shaded front are one object), and
-    shaded pixels, whose chromaticity is noise, take no part in the clustering."""
+    the nearest, unless they meet along a long border (`_rejoin_long_contacts`). Brightness does not split
+    (a cabinet's lit top and shaded front are one object), and shaded pixels, whose chromaticity is
+    noise, take no part in the clustering."""
     regions, count = label(_without_specks(candidates))
     chroma = plate.astype(np.float32) / np.maximum(plate.astype(np.float32).sum(axis=2, keepdims=True), 1.0)
     blobs = regions.copy()
@@ -165,31 +167,20 @@ def _blobs(candidates: np.ndarray, plate: np.ndarray, shade: np.ndarray, min_are
 
 
 def _rejoin_long_contacts(parts: np.ndarray) -> np.ndarray:
-    """`parts` (0: none) with every two parts that share a border longer than `CONTACT_SHARE` of the smaller
-    one's diameter made one: objects touching in the image meet along a short stretch, the parts of one
-    object (a drum's yellow head on its red body, a cabinet's cream top over its tan drawer) along a long one."""
-    ids = [int(i) for i in np.unique(parts) if i]
-    diameter = {i: 2 * np.sqrt((parts == i).sum() / np.pi) for i in ids}
-    group = {i: i for i in ids}
-
-    def root(i):
-        while group[i] != i:
-            i = group[i]
-        return i
-
-    borders: dict[tuple[int, int], int] = {}  # pairs of 4-neighbours in different parts
+    """`parts` (0: none, else 1..N) with every two parts that share a border longer than `CONTACT_SHARE` of
+    the smaller one's diameter made one: objects touching in the image meet along a short stretch, the
+    parts of one object (a drum's yellow head on its red body, a cabinet's cream top over its tan drawer)
+    along a long one."""
+    count = int(parts.max())
+    diameter = 2 * np.sqrt(np.bincount(parts.ravel(), minlength=count + 1) / np.pi)
+    border = np.zeros((count + 1, count + 1), dtype=int)  # 4-neighbour pixel pairs between two parts
     for a, b in ((parts[1:], parts[:-1]), (parts[:, 1:], parts[:, :-1])):
         touching = (a != b) & (a > 0) & (b > 0)
-        pairs = np.sort(np.stack([a[touching], b[touching]], axis=1), axis=1)
-        for (i, j), length in zip(*np.unique(pairs, axis=0, return_counts=True)):
-            borders[int(i), int(j)] = borders.get((int(i), int(j)), 0) + int(length)
-    for (i, j), length in borders.items():
-        if length > CONTACT_SHARE * min(diameter[i], diameter[j]):
-            group[root(i)] = root(j)
-    lookup = np.zeros(max(ids, default=0) + 1, dtype=parts.dtype)
-    for i in ids:
-        lookup[i] = root(i)
-    return lookup[parts]
+        np.add.at(border, (a[touching], b[touching]), 1)
+    border += border.T
+    joined = border > CONTACT_SHARE * np.minimum(diameter[:, None], diameter[None, :])
+    _, group = connected_components(joined[1:, 1:], directed=False)
+    return np.concatenate([[0], group + 1])[parts]
 
 
 def find_objects_on_table(plate: np.ndarray, table_mask: np.ndarray, table_colour: np.ndarray,
