@@ -185,7 +185,7 @@ def _rejoin_long_contacts(parts: np.ndarray) -> np.ndarray:
 
 def find_objects_on_table(plate: np.ndarray, table_mask: np.ndarray, table_colour: np.ndarray,
                           camera: PinholeCamera, table_height: float, arm_mask: np.ndarray,
-                          arm_bases: np.ndarray | None = None, shade: np.ndarray | None = None) -> list[InventoryItem]:
+                          arm_bases: np.ndarray | None = None, *, shade: np.ndarray) -> list[InventoryItem]:
     """The inventory of one plate; see the module docstring. `arm_mask`: pixels the arms may cover;
     `arm_bases`: (N, 2) world xy of the arm bases, beyond whose reach nothing is listed; `shade`: pixels
     too dark for their colour to tell objects apart."""
@@ -193,7 +193,7 @@ def find_objects_on_table(plate: np.ndarray, table_mask: np.ndarray, table_colou
     distance = np.linalg.norm(plate.astype(np.float32) - table_colour.astype(np.float32), axis=2)
     inside = binary_erosion(table_mask, iterations=_TABLE_EDGE_EROSION_PX)
     candidates = inside & (distance > OBJECT_COLOUR_DISTANCE) & ~binary_dilation(arm_mask, iterations=_ARM_DILATION_PX)
-    labels = _blobs(candidates, plate, np.zeros_like(candidates) if shade is None else shade, MIN_AREA_SHARE * h * w)
+    labels = _blobs(candidates, plate, shade, MIN_AREA_SHARE * h * w)
     items = []
     for index, box in enumerate(find_objects(labels), start=1):
         if box is None:  # an id given up by a split region
