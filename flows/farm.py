@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib
 import logging
-from functools import partial
 from pathlib import Path
 
 from prefect import flow
@@ -17,7 +16,7 @@ from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 import flows.run_logs  # noqa: F401  (a deployment loads this file as a script: register our log lines here too)
 from datafarm.errors import Unavailable
-from datafarm.farm.collect import EpisodeSteps, collect_episodes
+from datafarm.farm.collect import EpisodeSteps, Finished, Started, collect_episodes
 from datafarm.farm.deliver import VerifyReport
 from datafarm.farm.prepare import settings_of
 from datafarm.farm.registry import FLOWS, phases_of_flow, selected_phases
@@ -129,16 +128,23 @@ def episodes_flow(workspace_path: str, phases: list[str] | None = None) -> dict:
     """Rollout -> render -> review rounds (or the phases given) until the target is admitted."""
     workspace = Workspace.open(workspace_path)
     phases = phases or list(phases_of_flow("episodes"))
-    # rollouts are submitted to their runner (threads waiting on sandboxed simulations, or a Dask or Ray
-    # cluster's processes) while this thread renders and reviews: every core at work
+    # Threads: rollouts wait on sandboxed simulations in the runner's threads while this thread renders and
+    # reviews, so every core works. A Dask or Ray cluster: rollouts, renders and reviews all run in its
+    # processes (each with sandboxes of its own), as many at once as it has workers.
     settings = settings_of(workspace)
-    threads = settings.rollout_runner == "threads"  # else a cluster's processes, each with its own sandboxes
+    threads = settings.rollout_runner == "threads"
     with locked(workspace_path), rollout_runner(settings) as runner:
+        def run(task, **parameters) -> Started:
+            if threads:
+                return Finished(task(workspace_path, **parameters))
+            return runner.submit(task, {"workspace_path": workspace_path, **parameters})
+
         steps = EpisodeSteps(
             rollout=lambda seed, slot: runner.submit(
                 rollout_seed_task, {"workspace_path": workspace_path, "seed": seed, "slot": slot if threads else None}),
-            render=partial(render_episode_task, workspace_path),
-            review=partial(review_episode_task, workspace_path))
+            render=lambda index: run(render_episode_task, index=index),
+            review=lambda index: run(review_episode_task, index=index),
+            at_once=1 if threads else settings.rollout_workers)
         report = collect_episodes(workspace, steps, phases)
     for phase in phases:
         publish_phase_cost(workspace, phase)

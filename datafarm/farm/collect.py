@@ -8,7 +8,8 @@ rollout/attempts.jsonl), so a killed run resumes where it stopped and nothing el
 A round of all three phases is pipelined: while seeds are simulated (each in its own sandboxed worker
 process, up to the `rollout_workers` setting at once, started through `EpisodeSteps.rollout`: Prefect
 tasks submitted to the flow's task runner), this thread renders and reviews the episodes already kept, so
-every core works. A seed simulates into its own staging folder; this thread alone commits them, in seed
+every core works (on a Dask or Ray cluster, it submits those to the cluster's processes too, `at_once` at a
+time, and waits for them). A seed simulates into its own staging folder; this thread alone commits them, in seed
 order, as the next episode indices: the episodes (and the ledger) are those one worker would make.
 """
 
@@ -31,6 +32,7 @@ from datafarm.farm.prepare import settings_of
 from datafarm.farm.runner import accounted, check_budget
 from datafarm.logs import NOTABLE
 from datafarm.workspace import Workspace
+from datafarm.workspace.workspace import this_process
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +60,7 @@ def rollout_one(workspace: Workspace, seed: int, slot: int | None = 0) -> episod
     cpu_before, started = cpu_seconds(thread_only=True), time.perf_counter()
     staged = episodes.rollout_seed(workspace, package, seed, slot)
     return dataclasses.replace(staged, cpu_seconds=cpu_seconds(thread_only=True) - cpu_before,
-                               wall_seconds=time.perf_counter() - started, ended=time.time())
+                               wall_seconds=time.perf_counter() - started, ended=time.time(), process=this_process())
 
 
 def render_one(workspace: Workspace, index: int) -> dict[str, Path]:
@@ -83,33 +85,36 @@ def review_one(workspace: Workspace, index: int) -> dict:
 
 
 class Started(Protocol):
-    """A rollout under way (a Prefect future, or one already finished)."""
+    """One episode's step under way (a Prefect future, or one already finished)."""
 
-    def result(self) -> episodes.Staged: ...
+    def result(self) -> object: ...
 
 
 @dataclass(frozen=True)
 class Finished:
-    staged: episodes.Staged
+    value: object
 
-    def result(self) -> episodes.Staged:
-        return self.staged
+    def result(self) -> object:
+        return self.value
 
 
 @dataclass(frozen=True)
 class EpisodeSteps:
-    # (seed, sandbox slot) -> the rollout under way (staged when its result() returns), while this thread
-    # renders and reviews
-    rollout: Callable[[int, int], Started]
-    render: Callable[[int], object]  # index -> its videos
-    review: Callable[[int], object]  # index -> its review
+    """What handles one episode in each phase. Each returns its step under way; result() gives the staged
+    rollout, the videos or the review."""
+    rollout: Callable[[int, int], Started]  # (seed, sandbox slot)
+    render: Callable[[int], Started]  # episode index
+    review: Callable[[int], Started]  # episode index
+    # renders (or reviews) under way at once: 1 where they run in this thread beside the rollouts, a
+    # cluster's worker count where they are submitted to its processes
+    at_once: int = 1
 
 
 def library_steps(workspace: Workspace) -> EpisodeSteps:
-    """No Prefect: each seed simulates at once, in this thread."""
+    """No Prefect: each step runs at once, in this thread."""
     return EpisodeSteps(rollout=lambda seed, slot: Finished(rollout_one(workspace, seed, slot)),
-                        render=lambda index: render_one(workspace, index),
-                        review=lambda index: review_one(workspace, index))
+                        render=lambda index: Finished(render_one(workspace, index)),
+                        review=lambda index: Finished(review_one(workspace, index)))
 
 
 # ----- what is still to do, from the workspace's records -------------------------------------------------
@@ -199,22 +204,38 @@ def simulate_seeds(workspace: Workspace, steps: EpisodeSteps, between: Callable[
     return _attempt_counts(workspace)
 
 
-def _run_waiting(workspace: Workspace, waiting: list[int], step: Callable[[int], object], report: dict,
-                 counter: str) -> bool:
-    """Run `step` on each waiting episode, the budget checked before each; whether there was any."""
-    for index in waiting:
-        check_budget(workspace)
-        step(index)
+def _run_waiting(workspace: Workspace, waiting: list[int], step: Callable[[int], Started], at_once: int,
+                 report: dict, counter: str) -> bool:
+    """Run `step` on each waiting episode, up to `at_once` under way, the budget checked before each start;
+    whether there was any. On a failure the others under way are waited for, then it is raised."""
+    under_way: deque[Started] = deque()
+
+    def finish_oldest() -> None:
+        under_way[0].result()
+        under_way.popleft()
         report[counter] += 1
+
+    try:
+        for index in waiting:
+            if len(under_way) >= at_once:
+                finish_oldest()
+            check_budget(workspace)
+            under_way.append(step(index))
+        while under_way:
+            finish_oldest()
+    except BaseException:
+        for started in under_way:
+            _finish_quietly(started)
+        raise
     return bool(waiting)
 
 
 def _render_waiting(workspace: Workspace, steps: EpisodeSteps, report: dict) -> bool:
-    return _run_waiting(workspace, to_render(workspace), steps.render, report, "rendered")
+    return _run_waiting(workspace, to_render(workspace), steps.render, steps.at_once, report, "rendered")
 
 
 def _review_waiting(workspace: Workspace, steps: EpisodeSteps, report: dict) -> bool:
-    return _run_waiting(workspace, to_review(workspace), steps.review, report, "reviewed")
+    return _run_waiting(workspace, to_review(workspace), steps.review, steps.at_once, report, "reviewed")
 
 
 def _render_and_review_ready(workspace: Workspace, steps: EpisodeSteps, report: dict) -> bool:

@@ -93,6 +93,7 @@ class Staged:
     cpu_seconds: float = 0.0  # charged to the episode it becomes (or would have become) at the commit
     wall_seconds: float = 0.0
     ended: float = 0.0  # time.time() when the simulation ended
+    process: str | None = None  # host:pid of the process that ran it
 
 
 def staging_dir(workspace: Workspace, seed: int) -> Path:
@@ -147,7 +148,7 @@ def commit_rollout(workspace: Workspace, staged: Staged, index: int) -> Attempt:
     from datafarm.costs import CostLedger
 
     CostLedger(workspace.root).add_cpu("rollout", staged.cpu_seconds, index)
-    workspace.log_timing("rollout", staged.wall_seconds, index, end=staged.ended)
+    workspace.log_timing("rollout", staged.wall_seconds, index, end=staged.ended, process=staged.process)
     if not staged.accepted:
         return _log_attempt(workspace, Attempt(staged.seed, False, staged.reason))
     folder = staging_dir(workspace, staged.seed)

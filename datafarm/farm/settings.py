@@ -66,11 +66,12 @@ class FarmSettings(BaseModel):
     # 1: on 2 cores one rollout already keeps both busy beside the render (its camera renders on lavapipe's
     # threads); two at once measured 116 admitted episodes per hour against 121 (benchmarks/farm_throughput.py)
     rollout_workers: int = Field(1, ge=1, le=64, description=(
-        "seeds simulated at once, each in its own sandboxed worker; for machines with more cores, or a Dask "
-        "cluster. The episodes are the same for any number"))
+        "seeds simulated at once, each in its own sandboxed worker; for machines with more cores, or a cluster "
+        "(where renders and reviews also run this many at once). The episodes are the same for any number"))
     rollout_runner: Literal["threads", "dask", "ray"] = Field("threads", description=(
-        "where rollouts run: threads of the farm's process, each waiting on its sandbox; or the processes of a "
-        "Dask cluster (prefect-dask: pip install 'datafarm[dask]') or a Ray cluster (pip install 'datafarm[ray]')"))
+        "where episodes are made: rollouts in threads of the farm's process, each waiting on its sandbox, while "
+        "the farm's thread renders and reviews; or rollouts, renders and reviews in the processes of a Dask "
+        "cluster (prefect-dask: pip install 'datafarm[dask]') or a Ray cluster (pip install 'datafarm[ray]')"))
     cluster_address: str | None = Field(None, description=(
         "rollout_runner dask or ray: an existing cluster that sees the workspace's path (Dask's scheduler "
         "tcp://host:8786, Ray's ray://host:10001); unset: a local cluster of rollout_workers processes"))

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -40,6 +41,11 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
 
 def sha256_json(data) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def this_process() -> str:
+    """`host:pid`: where a piece of work ran."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 @dataclass
@@ -175,11 +181,13 @@ class Workspace:
             raise WorkspaceError(f"phase {phase!r} has not run in {self.root}")
         return sha256_json(record.outputs)
 
-    def log_timing(self, phase: str, seconds: float, episode: int | None = None, end: float | None = None) -> None:
-        """Wall time of one library call, ending now or at `end` (timings.jsonl): what the orchestration
-        overhead is measured against."""
+    def log_timing(self, phase: str, seconds: float, episode: int | None = None, end: float | None = None,
+                   process: str | None = None) -> None:
+        """Wall time of one library call, ending now or at `end`, and the process that ran it (this one by
+        default; timings.jsonl): what the orchestration overhead is measured against, and on a cluster
+        which machine did what."""
         append_jsonl(self.path("timings.jsonl"), {"phase": phase, "episode": episode, "seconds": seconds,
-                                                  "end": end or time.time()})
+                                                  "end": end or time.time(), "process": process or this_process()})
 
     def timings(self) -> list[dict]:
         return read_jsonl(self.path("timings.jsonl"))

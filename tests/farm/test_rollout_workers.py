@@ -1,5 +1,6 @@
 """Seeds simulate side by side (the `rollout_workers` setting), each in its own sandbox, and are committed
-in seed order: the episodes are the same whatever the number of workers."""
+in seed order: the episodes are the same whatever the number of workers. On a cluster runner the renders
+and reviews run in its processes too."""
 
 import shutil
 
@@ -14,23 +15,24 @@ from datafarm.workspace import Workspace
 @pytest.mark.parametrize("runner", ["threads", "dask", "ray"])
 def test_any_runner_and_worker_count_simulates_the_same_episodes(farmed_workspace, tmp_path, runner):
     """The fixture farmed one seed at a time; two threads, and local Dask and Ray clusters of two processes,
-    make the same episodes from the same seeds."""
+    make the same episodes from the same seeds, and render and review them alike."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import TaskRunFilter, TaskRunFilterFlowRunId
 
+    from datafarm.workspace.workspace import this_process
     from flows.farm import episodes_flow
 
     farmed = Workspace.open(farmed_workspace)
     assert farmed.meta["settings"].get("rollout_workers", 1) == 1  # the fixture farmed one seed at a time
     root = tmp_path / "ws"
     shutil.copytree(farmed_workspace, root)
-    for done in ("episodes", "rollout", "dataset", "manifest.json", ".sandbox"):
+    for done in ("episodes", "rollout", "dataset", "manifest.json", ".sandbox", "timings.jsonl"):
         shutil.rmtree(root / done) if (root / done).is_dir() else (root / done).unlink()
     workspace = Workspace.open(root)
     workspace.meta["settings"].update(rollout_workers=2, rollout_runner=runner)
     workspace.save_meta()
 
-    run = episodes_flow(str(root), ["rollout"], return_state=True)
+    run = episodes_flow(str(root), return_state=True)
     assert run.is_completed()
 
     assert [(a.seed, a.accepted, a.index) for a in attempts(workspace)] == \
@@ -44,6 +46,11 @@ def test_any_runner_and_worker_count_simulates_the_same_episodes(farmed_workspac
         one, two = ({k: v for k, v in w.read_json(f"{episode_dir(index)}/result.json").items() if k != "wall_seconds"}
                     for w in (workspace, farmed))
         assert one == two
+        one, two = (w.read_json(f"{episode_dir(index)}/render/appearance.json") for w in (workspace, farmed))
+        assert one == two
+        one, two = (w.read_json(f"{episode_dir(index)}/review.json") for w in (workspace, farmed))
+        assert one["admitted"] and [(c["name"], c["passed"]) for c in one["checks"]] == \
+            [(c["name"], c["passed"]) for c in two["checks"]]
     assert not any(workspace.path(STAGING).iterdir())  # every staged seed was committed
     assert not farmed.path(".sandbox", "rollout-1").exists()
     if runner == "threads":  # two seeds ran at once, each in its own sandbox
@@ -55,8 +62,13 @@ def test_any_runner_and_worker_count_simulates_the_same_episodes(farmed_workspac
     with get_client(sync_client=True) as client:
         tasks = client.read_task_runs(task_run_filter=TaskRunFilter(
             flow_run_id=TaskRunFilterFlowRunId(any_=[run.state_details.flow_run_id])))
-    rollouts = sorted(task.name for task in tasks if task.name.startswith("rollout seed") and task.state.is_completed())
-    assert rollouts == sorted(f"rollout seed {a.seed}" for a in attempts(workspace))
+    done = sorted(task.name for task in tasks if task.state.is_completed())
+    assert [name for name in done if name.startswith("rollout seed")] == sorted(f"rollout seed {a.seed}" for a in attempts(workspace))
+    assert [name for name in done if name.startswith(("render", "review"))] == \
+        ["render episode 0", "render episode 1", "review episode 0", "review episode 1"]
+    # where the work ran: this process's threads (the simulations in their sandboxes), or a cluster's processes
+    ran = {(row["phase"], row["process"] == this_process()) for row in workspace.timings()}
+    assert ran == {(phase, runner == "threads") for phase in ("rollout", "render", "review")}
 
 
 @pytest.mark.parametrize("extra", ["dask", "ray"])
