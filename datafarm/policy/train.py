@@ -244,8 +244,15 @@ def train_policy(workspace_root: Path | str, policy: str, preset_name: str, step
                  "resumed" if done else "fresh")
         if preset.torch_threads:
             env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(preset.torch_threads)
-        wall, cpu = _run_lerobot(workspace_root, folder, arguments, _offline_env(folder, env), preset)
-        gpu = wall if (preset.device or "").startswith("cuda") else 0.0
+        charged, on_gpu = Charged(workspace_root, preset), (preset.device or "").startswith("cuda")
+        try:
+            _run_lerobot(folder, arguments, _offline_env(folder, env), preset, charged)
+        except BaseException as stopped:  # what ran is on record, so training.json's runs add up to the cost
+            _record_run(folder, _run_entry(done, checkpoint_step(folder), charged.wall, charged.cpu,
+                                           charged.wall if on_gpu else 0.0, data, stopped=str(stopped) or type(stopped).__name__))
+            raise
+        wall, cpu = charged.wall, charged.cpu
+        gpu = wall if on_gpu else 0.0
     steps_done = checkpoint_step(folder)
     return _finish(workspace_root, folder, preset, data, seeds, done, steps_done, wall, cpu, gpu)
 
@@ -277,11 +284,10 @@ def _tree_cpu_seconds(pid: int) -> float:
     return sum(processes[member][1] for member in tree if member in processes)
 
 
-def _run_lerobot(workspace_root: Path, folder: Path, arguments: list[str], env: dict[str, str],
-                 preset: Preset) -> tuple[float, float]:
-    """Run lerobot's training as a child process; returns (wall, CPU) seconds; the cost is charged even if it fails."""
+def _run_lerobot(folder: Path, arguments: list[str], env: dict[str, str], preset: Preset, charged: Charged) -> None:
+    """Run lerobot's training as a child process, charging its cost as it goes (`charged`), even if it fails."""
     command = [sys.executable, "-m", "datafarm.policy.lerobot_run", str(folder / METRICS_FILE), "--", *arguments]
-    cpu_before, charged = _children_cpu_seconds(), Charged(workspace_root, preset)
+    cpu_before = _children_cpu_seconds()
     with open(folder / LOG_FILE, "a") as out:
         out.write(f"\n# {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(command)}\n")
         out.flush()
@@ -316,7 +322,6 @@ def _run_lerobot(workspace_root: Path, folder: Path, arguments: list[str], env: 
         tail = (folder / LOG_FILE).read_text().splitlines()[-5:]
         raise TrainingFailed(f"lerobot training of {preset.folder_name} failed (exit {returncode}): "
                              f"{' | '.join(tail)}; see {folder / LOG_FILE}")
-    return charged.wall, charged.cpu
 
 
 @dataclass
@@ -344,6 +349,23 @@ class Charged:
         self.wall, self.cpu = wall, cpu
 
 
+def _run_entry(from_step: int, to_step: int, wall: float, cpu: float, gpu: float, data: TrainingData,
+               stopped: str | None = None) -> dict:
+    """training.json's record of one training run: how far it got, what it cost (and why it stopped early)."""
+    return {"from_step": from_step, "to_step": to_step, "wall_seconds": wall, "cpu_seconds": cpu, "gpu_seconds": gpu,
+            "data_built_seconds": data.built_seconds, "finished": time.time(), **({"stopped": stopped} if stopped else {})}
+
+
+def _record_run(folder: Path, run: dict | None, facts: dict | None = None) -> None:
+    """Add `run` (one training run) and `facts` to the policy's training.json."""
+    path = folder / TRAINING_FILE
+    record = json.loads(path.read_text()) if path.is_file() else {"runs": []}
+    if run is not None:
+        record["runs"].append(run)
+    record.update(facts or {})
+    path.write_text(json.dumps(record, indent=2))
+
+
 def _finish(workspace_root: Path, folder: Path, preset: Preset, data: TrainingData, seeds: list[int], started_at: int,
             steps_done: int, wall: float, cpu: float, gpu: float) -> TrainResult:
     if steps_done == 0:
@@ -360,16 +382,9 @@ def _finish(workspace_root: Path, folder: Path, preset: Preset, data: TrainingDa
     curve = draw_loss_curve(metrics, folder / LOSS_CURVE, f"{preset.folder_name} on {workspace_root.name}: "
                             f"{steps_done} steps")
     final_loss = metrics[-1]["loss"] if metrics else None
-    training_path = folder / TRAINING_FILE
-    record = json.loads(training_path.read_text()) if training_path.is_file() else {"runs": []}
-    if wall > 0:
-        record["runs"].append({"from_step": started_at, "to_step": steps_done, "wall_seconds": wall,
-                               "cpu_seconds": cpu, "gpu_seconds": gpu, "data_built_seconds": data.built_seconds,
-                               "finished": time.time()})
-    record.update({"dataset_manifest_sha256": data.manifest_sha256, "dataset": str(data.root), "derived": data.derived,
-                   "steps": steps_done, "final_loss": final_loss,
-                   "timing": asdict(timing) if timing else None})
-    training_path.write_text(json.dumps(record, indent=2))
+    _record_run(folder, _run_entry(started_at, steps_done, wall, cpu, gpu, data) if wall > 0 else None,
+                {"dataset_manifest_sha256": data.manifest_sha256, "dataset": str(data.root), "derived": data.derived,
+                 "steps": steps_done, "final_loss": final_loss, "timing": asdict(timing) if timing else None})
     log.info("%s: %d steps; final loss %s; %s", preset.folder_name, steps_done, final_loss,
              f"{timing.seconds_per_step:.2f} s/step, {timing.loading_share:.0%} loading" if timing else "no timing")
     return TrainResult(folder, spec, steps_done, started_at, wall, cpu, gpu, timing, data.built_seconds, curve,

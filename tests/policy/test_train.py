@@ -264,10 +264,15 @@ def test_stopped_training_is_charged_and_stops_its_trainer(farmed_workspace, tmp
     preset = load_preset("act", "smoke").model_copy(update={"steps": 30, "save_freq": 2})
     process = _train_in_background(workspace, preset)
     os.kill(process.pid, signal.SIGTERM)
-    _trainer_ends_with(process, workspace / "policies" / "act-smoke")
+    folder = workspace / "policies" / "act-smoke"
+    _trainer_ends_with(process, folder)
     assert process.returncode != 0
     charged = CostLedger(workspace).by_phase().get("train:act-smoke", {})
     assert charged.get("cpu", 0) > 0, charged
+    # the stopped run is on record too: how far it got, what it cost and why it stopped
+    [run] = json.loads((folder / "training.json").read_text())["runs"]
+    assert run["from_step"] == 0 and run["to_step"] == checkpoint_step(folder) and run["cpu_seconds"] > 0
+    assert "SIGTERM" in run["stopped"]
 
 
 def _processes_mentioning(text: str) -> list[int]:
