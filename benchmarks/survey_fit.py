@@ -137,8 +137,8 @@ def match_by_mask(truth: dict, inventory: list) -> dict[str, int]:
 
 
 def _scores(grounding) -> str:
-    """Each object's mask IoU and cm outside its range, as grounding scored them."""
-    return "(" + ", ".join(f"{name} IoU {entry['iou']} {entry['position_error_cm']} cm"
+    """Each object's mask IoU, cm outside its range and width against its render (round ones), as grounding scored them."""
+    return "(" + ", ".join(f"{name} IoU {entry['iou']} {entry['position_error_cm']} cm, width x{entry['width_ratio']}"
                            for name, entry in grounding.report["objects"].items() if entry["found"]) + ")"
 
 

@@ -17,7 +17,10 @@ onto the table through its front edge, and the scene rendered again. Scores:
 
 An object passes with a mask IoU of at least `MIN_OBJECT_IOU` and a position error within
 `MAX_POSITION_ERROR_CM` (or a mask IoU of `CLOSE_MASK_IOU`: big items' centres are estimated less well
-than their silhouettes); the arms with an IoU of `MIN_ARM_IOU`; the scene when all pass. An overlay image
+than their silhouettes) and, if it is round (the same width from any side), a width in the footage within
+`WIDTH_TOLERANCE` of its render's (beyond its scale randomization): two bowls that differ only in size,
+swapped, are otherwise a good match. The
+arms pass with an IoU of `MIN_ARM_IOU`; the scene when all pass. An overlay image
 shows the footage with the rendered outlines (objects yellow, arms green) and the numbers.
 """
 
@@ -31,12 +34,14 @@ from scipy.ndimage import binary_erosion
 
 from datafarm.survey.camera import PinholeCamera, nominal_camera
 from datafarm.survey.camera_fit import arm_mask
+from datafarm.scene.spec import CupGeometry, CylinderGeometry, SphereGeometry
 from datafarm.survey.inventory import can_be_seen, distance_to_placement, match_scene, placement_box
 
 MAX_POSITION_ERROR_CM = 3.0
 MIN_OBJECT_IOU = 0.25
 MIN_ARM_IOU = 0.5
 CLOSE_MASK_IOU = 0.7
+WIDTH_TOLERANCE = 0.15  # a round object's width in the footage against its render's (bowls of 15 and 12 cm: 25%)
 
 
 @dataclass
@@ -58,6 +63,21 @@ class GroundingResult:
 def _iou(a: np.ndarray, b: np.ndarray) -> float:
     union = (a | b).sum()
     return float((a & b).sum() / union) if union else 0.0
+
+
+def _width_px(mask: np.ndarray) -> int:
+    columns = np.flatnonzero(mask.any(axis=0))
+    return int(columns[-1] - columns[0] + 1) if len(columns) else 0
+
+
+def _width_ratio_range(item) -> tuple[float, float] | None:
+    """How much wider than its render (at scale 1, where the footage shows it) a round object may look: its
+    scale randomization widened by `WIDTH_TOLERANCE`. None for shapes whose width depends on how they are
+    turned (a brick, a teapot) and for fixtures."""
+    if not isinstance(getattr(item, "geometry", None), (SphereGeometry, CylinderGeometry, CupGeometry)):
+        return None
+    low, high = item.randomize.scale
+    return low * (1 - WIDTH_TOLERANCE), high * (1 + WIDTH_TOLERANCE)
 
 
 def grounded_placements(spec, positions: dict[str, np.ndarray]):
@@ -201,19 +221,27 @@ def ground_scene_spec(config, spec, package_dir, objects: list[dict], object_mas
         error_cm = 100 * distance_to_placement(item, surveyed[item.name])
         iou = _iou(sim_mask, footage_masks[item.name]) if item.name in footage_masks else None
         # a big item's centre is estimated less well than its silhouette: a close mask match also passes
-        passed = (iou is None or iou >= MIN_OBJECT_IOU) and (
+        placed = (iou is None or iou >= MIN_OBJECT_IOU) and (
             error_cm <= MAX_POSITION_ERROR_CM or (iou is not None and iou >= CLOSE_MASK_IOU))
+        # where two round objects differ only in size (nested bowls, cups), only the size tells them apart
+        widths, ratio = _width_ratio_range(item), None
+        if widths is not None and item.name in footage_masks and sim_mask.any():
+            ratio = _width_px(footage_masks[item.name]) / _width_px(sim_mask)
+        sized = ratio is None or widths[0] <= ratio <= widths[1]
         objects_report[item.name] = {
             "found": True, "inventory_label": objects[index]["label"], "iou": None if iou is None else round(iou, 3),
             "position_error_cm": round(error_cm, 2), "surveyed_xy": [round(float(c), 4) for c in surveyed[item.name]],
-            "passed": passed,
-            "reason": "ok" if passed else f"{error_cm:.1f} cm outside its placement range, mask IoU {iou if iou is None else round(iou, 2)}"}
+            "width_ratio": None if ratio is None else round(ratio, 3), "passed": placed and sized,
+            "reason": "ok" if placed and sized else
+            f"{error_cm:.1f} cm outside its placement range, mask IoU {iou if iou is None else round(iou, 2)}" if not placed
+            else f"the footage's object there is {ratio:.2f} times as wide as the scene's (allowed {widths[0]:.2f}-"
+                 f"{widths[1]:.2f}): another object stands there"}
     arm_iou = float(np.mean(arm_scores))
     report = {"objects": objects_report,
               "arms": {"iou": round(arm_iou, 3), "per_frame": [round(s, 3) for s in arm_scores],
                        "passed": arm_iou >= MIN_ARM_IOU or not gate_arms, "gated": gate_arms},
               "thresholds": {"max_position_error_cm": MAX_POSITION_ERROR_CM, "min_object_iou": MIN_OBJECT_IOU,
-                             "min_arm_iou": MIN_ARM_IOU},
+                             "min_arm_iou": MIN_ARM_IOU, "width_tolerance": WIDTH_TOLERANCE},
               "matches": matches,
               "placements": {n: [round(p.x, 4), round(p.y, 4)] for n, p in placements.items()},
               "unconfirmed": sorted(n for n, r in objects_report.items() if r.get("confirmed") is False)}
