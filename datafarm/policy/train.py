@@ -248,8 +248,9 @@ def train_policy(workspace_root: Path | str, policy: str, preset_name: str, step
         try:
             _run_lerobot(folder, arguments, _offline_env(folder, env), preset, charged)
         except BaseException as stopped:  # what ran is on record, so training.json's runs add up to the cost
+            reason = str(stopped) or type(stopped).__name__
             _record_run(folder, _run_entry(done, checkpoint_step(folder), charged.wall, charged.cpu,
-                                           charged.wall if on_gpu else 0.0, data, stopped=str(stopped) or type(stopped).__name__))
+                                           charged.wall if on_gpu else 0.0, data, stopped=reason))
             raise
         wall, cpu = charged.wall, charged.cpu
         gpu = wall if on_gpu else 0.0
@@ -352,8 +353,9 @@ class Charged:
 def _run_entry(from_step: int, to_step: int, wall: float, cpu: float, gpu: float, data: TrainingData,
                stopped: str | None = None) -> dict:
     """training.json's record of one training run: how far it got, what it cost (and why it stopped early)."""
-    return {"from_step": from_step, "to_step": to_step, "wall_seconds": wall, "cpu_seconds": cpu, "gpu_seconds": gpu,
-            "data_built_seconds": data.built_seconds, "finished": time.time(), **({"stopped": stopped} if stopped else {})}
+    run = {"from_step": from_step, "to_step": to_step, "wall_seconds": wall, "cpu_seconds": cpu, "gpu_seconds": gpu,
+           "data_built_seconds": data.built_seconds, "finished": time.time()}
+    return {**run, "stopped": stopped} if stopped else run
 
 
 def _record_run(folder: Path, run: dict | None, facts: dict | None = None) -> None:

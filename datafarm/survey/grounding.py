@@ -19,9 +19,8 @@ An object passes with a mask IoU of at least `MIN_OBJECT_IOU` and a position err
 `MAX_POSITION_ERROR_CM` (or a mask IoU of `CLOSE_MASK_IOU`: big items' centres are estimated less well
 than their silhouettes) and, if it is round (the same width from any side), a width in the footage within
 `WIDTH_TOLERANCE` of its render's (beyond its scale randomization): two bowls that differ only in size,
-swapped, are otherwise a good match. The
-arms pass with an IoU of `MIN_ARM_IOU`; the scene when all pass. An overlay image
-shows the footage with the rendered outlines (objects yellow, arms green) and the numbers.
+swapped, are otherwise a good match. The arms pass with an IoU of `MIN_ARM_IOU`; the scene when all pass.
+An overlay image shows the footage with the rendered outlines (objects yellow, arms green) and the numbers.
 """
 
 from __future__ import annotations
@@ -231,11 +230,14 @@ def ground_scene_spec(config, spec, package_dir, objects: list[dict], object_mas
         objects_report[item.name] = {
             "found": True, "inventory_label": objects[index]["label"], "iou": None if iou is None else round(iou, 3),
             "position_error_cm": round(error_cm, 2), "surveyed_xy": [round(float(c), 4) for c in surveyed[item.name]],
-            "width_ratio": None if ratio is None else round(ratio, 3), "passed": placed and sized,
-            "reason": "ok" if placed and sized else
-            f"{error_cm:.1f} cm outside its placement range, mask IoU {iou if iou is None else round(iou, 2)}" if not placed
-            else f"the footage's object there is {ratio:.2f} times as wide as the scene's (allowed {widths[0]:.2f}-"
-                 f"{widths[1]:.2f}): another object stands there"}
+            "width_ratio": None if ratio is None else round(ratio, 3), "passed": placed and sized, "reason": "ok"}
+        if not placed:
+            objects_report[item.name]["reason"] = (f"{error_cm:.1f} cm outside its placement range, mask IoU "
+                                                   f"{iou if iou is None else round(iou, 2)}")
+        elif not sized:
+            objects_report[item.name]["reason"] = (f"the footage's object there is {ratio:.2f} times as wide as the "
+                                                   f"scene's (allowed {widths[0]:.2f}-{widths[1]:.2f}): another object "
+                                                   "stands there")
     arm_iou = float(np.mean(arm_scores))
     report = {"objects": objects_report,
               "arms": {"iou": round(arm_iou, 3), "per_frame": [round(s, 3) for s in arm_scores],

@@ -63,7 +63,8 @@ def test_any_runner_and_worker_count_simulates_the_same_episodes(farmed_workspac
         tasks = client.read_task_runs(task_run_filter=TaskRunFilter(
             flow_run_id=TaskRunFilterFlowRunId(any_=[run.state_details.flow_run_id])))
     done = sorted(task.name for task in tasks if task.state.is_completed())
-    assert [name for name in done if name.startswith("rollout seed")] == sorted(f"rollout seed {a.seed}" for a in attempts(workspace))
+    assert [name for name in done if name.startswith("rollout seed")] == \
+        sorted(f"rollout seed {a.seed}" for a in attempts(workspace))
     assert [name for name in done if name.startswith(("render", "review"))] == \
         ["render episode 0", "render episode 1", "review episode 0", "review episode 1"]
     # where the work ran: this process's threads (the simulations in their sandboxes), or a cluster's processes
