@@ -2,6 +2,8 @@
 in seed order: the episodes are the same whatever the number of workers. On a cluster runner the renders
 and reviews run in its processes too."""
 
+import contextlib
+import os
 import shutil
 
 import numpy as np
@@ -12,10 +14,11 @@ from datafarm.workspace import Workspace
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("runner", ["threads", "dask", "ray"])
+@pytest.mark.parametrize("runner", ["threads", "dask", "ray", "dask-cluster-address"])
 def test_any_runner_and_worker_count_simulates_the_same_episodes(farmed_workspace, tmp_path, runner):
-    """The fixture farmed one seed at a time; two threads, and local Dask and Ray clusters of two processes,
-    make the same episodes from the same seeds, and render and review them alike."""
+    """The fixture farmed one seed at a time; two threads, local Dask and Ray clusters of two processes, and an
+    existing Dask cluster reached by its address make the same episodes from the same seeds, and render and
+    review them alike."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import TaskRunFilter, TaskRunFilterFlowRunId
 
@@ -29,10 +32,24 @@ def test_any_runner_and_worker_count_simulates_the_same_episodes(farmed_workspac
     for done in ("episodes", "rollout", "dataset", "manifest.json", ".sandbox", "timings.jsonl"):
         shutil.rmtree(root / done) if (root / done).is_dir() else (root / done).unlink()
     workspace = Workspace.open(root)
-    workspace.meta["settings"].update(rollout_workers=2, rollout_runner=runner)
-    workspace.save_meta()
+    with contextlib.ExitStack() as cluster:
+        settings = {"rollout_workers": 2, "rollout_runner": runner}
+        if runner == "dask-cluster-address":  # a cluster already running; its workers are told the flow's API
+            from distributed import LocalCluster
 
-    run = episodes_flow(str(root), return_state=True)
+            api = {"PREFECT_API_URL": str(get_client(sync_client=True).api_url)}
+            existing = cluster.enter_context(LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                                          dashboard_address=None, env=api))
+            settings.update(rollout_runner="dask", cluster_address=existing.scheduler_address)
+        workspace.meta["settings"].update(settings)
+        workspace.save_meta()
+        run = episodes_flow(str(root), return_state=True)
+        if runner == "dask-cluster-address":  # that cluster's worker processes did the work
+            from distributed import Client
+
+            with Client(existing) as client:
+                workers = set(client.run(os.getpid).values())
+            assert {int(row["process"].rsplit(":", 1)[1]) for row in workspace.timings()} <= workers
     assert run.is_completed()
 
     assert [(a.seed, a.accepted, a.index) for a in attempts(workspace)] == \
