@@ -207,9 +207,12 @@ def episode_appearance(seed: int, texture_pool, randomization, fixed_seed: int =
     family off one fixed look (`fixed_seed`'s) for every episode; its background when that family is on."""
     import dataclasses
 
-    from datafarm.render.appearance import CALIBRATION_BACKGROUND, sample_appearance, sample_background
+    from datafarm.render.appearance import (CALIBRATION_BACKGROUND, AppearanceRange, sample_appearance,
+                                            sample_background)
 
-    appearance = sample_appearance(seed if randomization.appearance else fixed_seed, texture_pool)
+    reach = AppearanceRange(tuple(randomization.cloth_saturation), randomization.cloth_hue_spread,
+                            randomization.procedural_cloth_share, tuple(randomization.light_gains))
+    appearance = sample_appearance(seed if randomization.appearance else fixed_seed, texture_pool, reach)
     return dataclasses.replace(appearance, background=sample_background(seed) if randomization.background
                                else CALIBRATION_BACKGROUND)
 

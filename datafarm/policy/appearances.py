@@ -10,8 +10,12 @@ paper's changed tablecloth and coloured light. Each entry pairs
   real table crops, noise, stripes and checks) in saturated colours (HSV saturation >= 0.85; training
   cloths are at most 0.6), with
 - a strongly coloured light: linear RGB gains whose largest / smallest ratio is >= 2.2 (training gains
-  are drawn per channel in [0.8, 1.2], a ratio of at most 1.5).
+  are drawn per channel in the workspace's `randomization.light_gains`: by default [0.8, 1.2], a ratio of
+  at most 1.5). An evaluation refuses the unseen look for a policy whose training light reached it
+  (`check_held_out`).
 A trial's unseen appearance is the entry `seed % len(UNSEEN_SET)`; scale and rotation are fixed too.
+A workspace may widen its cloths' saturation and hues (`randomization.cloth_saturation`, `cloth_hue_spread`):
+the unseen set stays held out by its patterns and its light.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from datafarm.errors import Refused
 from datafarm.render.appearance import LIGHT_GAIN_RANGE, Appearance
 from datafarm.render.textures import held_out_texture
 
@@ -45,7 +50,25 @@ UNSEEN_SET: tuple[HeldOutLook, ...] = (
                 (0.6, 1.6, 0.8), 1.05),
     HeldOutLook("orange-dots/magenta-light", "dots", ((0.9, 0.45, 0.02), (0.05, 0.2, 0.8)), (1.5, 0.5, 1.2), 1.0),
 )
-TRAINING_MAX_TINT_RATIO = LIGHT_GAIN_RANGE[1] / LIGHT_GAIN_RANGE[0]
+TRAINING_MAX_TINT_RATIO = LIGHT_GAIN_RANGE[1] / LIGHT_GAIN_RANGE[0]  # of the default light_gains
+
+
+def tint_ratio(gains) -> float:
+    """Largest over smallest of a light's RGB gains: 1 is white, the further above 1 the stronger the tint."""
+    return max(gains) / min(gains)
+
+
+UNSEEN_MIN_TINT_RATIO = min(tint_ratio(look.light_tint) for look in UNSEEN_SET)
+
+
+def check_held_out(training_light_gains: tuple[float, float]) -> None:
+    """Refuse the unseen look for a policy whose training light gains could draw a tint as strong as it."""
+    reach = training_light_gains[1] / training_light_gains[0]
+    if reach >= UNSEEN_MIN_TINT_RATIO:
+        raise Refused(f"the policy's training light gains {tuple(training_light_gains)} reach a tint ratio of "
+                      f"{reach:.2f}, and the unseen set's lights start at {UNSEEN_MIN_TINT_RATIO:.2f}: the unseen "
+                      "look is not held out from this policy; evaluate --appearance original, or train on a "
+                      f"workspace whose randomization.light_gains spans a ratio below {UNSEEN_MIN_TINT_RATIO:.2f}")
 
 
 def unseen_appearance(seed: int) -> Appearance:

@@ -37,7 +37,7 @@ import yaml
 from datafarm.costs import CostLedger
 from datafarm.errors import BadInput, Refused
 from datafarm.farm import episodes
-from datafarm.policy.appearances import APPEARANCES
+from datafarm.policy.appearances import APPEARANCES, check_held_out
 from datafarm.policy.trials import (
     TrialJudge,
     TrialResult,
@@ -139,6 +139,11 @@ def evaluate(workspace: Workspace, policy: str, episodes_count: int = 50, appear
     if policy not in CONTROLS and not (Path(policy) / "policy.json").is_file():
         raise BadInput(f"{policy} is neither a trained policy folder (no policy.json) nor a control "
                        f"({', '.join(CONTROLS)}); train one with `datafarm train WS --policy act --preset cpu`")
+    if appearance == "unseen" and policy not in CONTROLS:
+        from datafarm.farm.prepare import settings_of
+        from datafarm.policy.spec import load_policy_spec
+
+        check_held_out(load_policy_spec(policy).training_light_gains or settings_of(workspace).randomization.light_gains)
     run = plan_run(workspace, policy, episodes_count, appearance, seed_start, videos, check_every_s, time_limit_s,
                    n_action_steps, temporal_ensemble)
     pending = run.pending()

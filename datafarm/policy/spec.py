@@ -38,6 +38,8 @@ class PolicySpec(BaseModel):
     task: str                           # the workspace's task name
     steps: int                          # optimizer steps done when the checkpoint was written
     fps: int
+    # the training workspace's render light gains (randomization.light_gains): how strong a tint it saw
+    training_light_gains: tuple[float, float] | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -42,6 +42,7 @@ from datafarm.policy.pose_pretraining import pretrain_backbone, report_path
 from datafarm.policy.presets import Preset, load_preset, require_usable
 from datafarm.policy.spec import PolicySpec, write_policy_spec
 from datafarm.processes import die_with_parent, sigterm_raises
+from datafarm.task.randomization import RandomizationConfig
 
 log = logging.getLogger(__name__)
 
@@ -376,7 +377,9 @@ def _finish(workspace_root: Path, folder: Path, preset: Preset, data: TrainingDa
     spec = PolicySpec(policy_type=preset.policy, preset=preset.name, checkpoint=f"{LAST_CHECKPOINT}/{PRETRAINED_MODEL}",
                       cameras=list(preset.cameras), image_sizes={c: data.image_sizes[c] for c in preset.cameras},
                       dataset_manifest_sha256=data.manifest_sha256, train_episode_seeds=seeds,
-                      task=str(meta.get("task", "")), steps=steps_done, fps=data.fps)
+                      task=str(meta.get("task", "")), steps=steps_done, fps=data.fps,
+                      training_light_gains=RandomizationConfig.model_validate(
+                          meta.get("settings", {}).get("randomization", {})).light_gains)
     write_policy_spec(folder, spec)
     # Windows logged after the last checkpoint were lost with the run that logged them (a resume redoes them).
     metrics = [row for row in read_metrics(folder / METRICS_FILE) if row["steps"] <= steps_done]

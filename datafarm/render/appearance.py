@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from datafarm.render.textures import PROCEDURAL_KINDS, TexturePool, procedural_texture
+from datafarm.render.textures import (CLOTH_HUE_SPREAD, CLOTH_SATURATION, PROCEDURAL_KINDS, TexturePool,
+                                      procedural_texture)
 
 LIGHT_GAIN_RANGE = (0.8, 1.2)  # per channel, before normalising the gains to mean 1
 LIGHT_INTENSITY_RANGE = (0.75, 1.25)
@@ -85,6 +86,22 @@ def sample_background(seed: int) -> Background:
 
 
 @dataclass(frozen=True)
+class AppearanceRange:
+    """How far an episode's tablecloth colours and light tint reach (the workspace's randomization settings
+    `cloth_saturation`, `cloth_hue_spread`, `light_gains`). The defaults are the farm's original range."""
+
+    cloth_saturation: tuple[float, float] = CLOTH_SATURATION
+    cloth_hue_spread: float = CLOTH_HUE_SPREAD
+    procedural_share: float | None = None  # of the cloths drawn procedural; None: each pool entry alike
+    light_gains: tuple[float, float] = LIGHT_GAIN_RANGE  # per channel, before normalising to mean 1
+
+    @property
+    def max_tint_ratio(self) -> float:
+        """The largest ratio of one light channel's gain to another's that the range can draw."""
+        return self.light_gains[1] / self.light_gains[0]
+
+
+@dataclass(frozen=True)
 class Appearance:
     """What a render randomizes: tablecloth texture and placement, light colour and intensity.
 
@@ -125,20 +142,27 @@ class Appearance:
         }
 
 
-def sample_appearance(seed: int, texture_pool: TexturePool | None = None) -> Appearance:
-    """Draw a tablecloth from `texture_pool` (default: procedural only) and a light, all from `seed`, over
-    the calibration's own background (`sample_background` draws another, from its own stream)."""
+def sample_appearance(seed: int, texture_pool: TexturePool | None = None,
+                      reach: AppearanceRange = AppearanceRange()) -> Appearance:
+    """Draw a tablecloth from `texture_pool` (default: procedural only) and a light within `reach`, all from
+    `seed`, over the calibration's own background (`sample_background` draws another, from its own stream)."""
     pool = texture_pool or TexturePool()
     rng = np.random.default_rng([seed, 0xA99E])
-    choice = int(rng.integers(pool.size))
+    if reach.procedural_share is None or not pool.real or not pool.procedural:
+        choice = int(rng.integers(pool.size))
+    elif rng.uniform() < reach.procedural_share:
+        choice = len(pool.real) + int(rng.integers(len(pool.procedural)))
+    else:
+        choice = int(rng.integers(len(pool.real)))
     if choice < len(pool.real):
         real = pool.real[choice]
         texture, name, source, params = real.image, real.name, "real", {}
     else:
         kind = pool.procedural[choice - len(pool.real)]
-        texture, params = procedural_texture(kind, rng)
+        texture, params = procedural_texture(kind, rng, saturation_range=reach.cloth_saturation,
+                                             hue_spread=reach.cloth_hue_spread)
         name, source = f"{kind}-{seed}", "procedural"
-    gains = rng.uniform(*LIGHT_GAIN_RANGE, size=3)
+    gains = rng.uniform(*reach.light_gains, size=3)
     gains /= gains.mean()
     return Appearance(
         seed=seed, texture_name=name, texture_source=source, texture_params=params,

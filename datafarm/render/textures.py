@@ -75,23 +75,32 @@ def crop_table_textures(frames: list[np.ndarray], box: tuple[int, int, int, int]
     return tuple(textures)
 
 
-def random_colors(rng: np.random.Generator, count: int) -> list[tuple[float, float, float]]:
-    """`count` related cloth colours (sRGB 0..1): one random hue, varied lightness."""
+CLOTH_SATURATION = (0.05, 0.6)  # HSV saturation of a procedural cloth, drawn once per cloth
+CLOTH_HUE_SPREAD = 0.08  # each colour's hue lies within this of the cloth's hue (0.5: any hue)
+
+
+def random_colors(rng: np.random.Generator, count: int, saturation_range: tuple[float, float] = CLOTH_SATURATION,
+                  hue_spread: float = CLOTH_HUE_SPREAD) -> list[tuple[float, float, float]]:
+    """`count` cloth colours (sRGB 0..1): one random hue and saturation, each colour's hue within
+    `hue_spread` of it, varied lightness."""
     hue = rng.uniform()
-    saturation = rng.uniform(0.05, 0.6)
+    saturation = rng.uniform(*saturation_range)
     colors = []
     for _ in range(count):
         value = rng.uniform(0.3, 0.9)
-        shifted = (hue + rng.uniform(-0.08, 0.08)) % 1.0
+        shifted = (hue + rng.uniform(-hue_spread, hue_spread)) % 1.0
         colors.append(colorsys.hsv_to_rgb(shifted, saturation, value))
     return colors
 
 
-def procedural_texture(kind: str, rng: np.random.Generator, size: int = TEXTURE_SIZE) -> tuple[np.ndarray, dict]:
-    """A tileable (size, size, 3) uint8 texture of `kind` with random colours; returns it and its parameters."""
+def procedural_texture(kind: str, rng: np.random.Generator, size: int = TEXTURE_SIZE,
+                       saturation_range: tuple[float, float] = CLOTH_SATURATION,
+                       hue_spread: float = CLOTH_HUE_SPREAD) -> tuple[np.ndarray, dict]:
+    """A tileable (size, size, 3) uint8 texture of `kind` with random colours (`random_colors`); returns it
+    and its parameters."""
     if kind not in PROCEDURAL_KINDS:
         raise ValueError(f"unknown procedural texture {kind!r}; known: {PROCEDURAL_KINDS}")
-    first, second = random_colors(rng, 2)
+    first, second = random_colors(rng, 2, saturation_range, hue_spread)
     y, x = np.mgrid[0:size, 0:size] / size
     params: dict = {"kind": kind, "colors": [list(np.round(first, 3)), list(np.round(second, 3))]}
     if kind == "noise":

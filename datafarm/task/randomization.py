@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from datafarm.cameras import CAMERAS
 from datafarm.geometry import look_at
@@ -46,8 +46,24 @@ class RandomizationConfig(BaseModel):
     push_window: tuple[float, float] = (0.3, 2.0)  # s after the start: the earliest moment of a push
     light_intensity: tuple[float, float] = (0.7, 1.3)
     color_jitter: float = 0.06
+    # How far the render's tablecloth colours and light tint reach (datafarm.render.appearance.AppearanceRange).
+    cloth_saturation: tuple[float, float] = (0.05, 0.6)  # HSV saturation of a procedural cloth
+    cloth_hue_spread: float = Field(0.08, ge=0.0, le=0.5)  # a cloth's colours' hues differ by up to twice this
+    # share of the cloths that are procedural rather than real table crops; None: every pool entry alike
+    procedural_cloth_share: float | None = Field(None, ge=0.0, le=1.0)
+    light_gains: tuple[float, float] = (0.8, 1.2)  # per RGB channel of the render's light, before mean 1
     camera_position_jitter: float = 0.01  # m
     camera_angle_jitter: float = 0.02  # rad
+
+    @model_validator(mode="after")
+    def _appearance_reach(self) -> RandomizationConfig:
+        low, high = self.cloth_saturation
+        if not 0 <= low <= high <= 1:
+            raise ValueError(f"cloth_saturation {self.cloth_saturation} must be (low, high) with 0 <= low <= high <= 1")
+        low, high = self.light_gains
+        if not 0 < low <= high:
+            raise ValueError(f"light_gains {self.light_gains} must be (low, high) with 0 < low <= high")
+        return self
 
     @classmethod
     def none(cls) -> RandomizationConfig:

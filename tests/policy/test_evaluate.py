@@ -13,7 +13,8 @@ import pytest
 
 from datafarm.cameras import CAMERAS
 from datafarm.errors import BadInput, Refused
-from datafarm.policy.appearances import TRAINING_MAX_TINT_RATIO, UNSEEN_SET, unseen_appearance
+from datafarm.policy.appearances import (TRAINING_MAX_TINT_RATIO, UNSEEN_MIN_TINT_RATIO, UNSEEN_SET, check_held_out,
+                                         tint_ratio, unseen_appearance)
 from datafarm.policy.evaluate import EVAL_SEED_START, evaluate, evaluation_seeds, plan_run, training_seeds
 from datafarm.policy.report import wilson_interval
 from datafarm.policy.spec import PolicySpec, write_policy_spec
@@ -94,8 +95,20 @@ def test_unseen_appearances_are_outside_the_training_randomization():
     assert max(ratios) <= TRAINING_MAX_TINT_RATIO + 1e-6
     for index in range(len(UNSEEN_SET)):
         look = unseen_appearance(index)
-        assert max(look.light_tint) / min(look.light_tint) >= 2.2 > TRAINING_MAX_TINT_RATIO
+        assert tint_ratio(look.light_tint) >= 2.2 > TRAINING_MAX_TINT_RATIO
         assert look.texture_params["kind"] not in PROCEDURAL_KINDS and look.texture_source == "held-out"
+
+
+def test_the_unseen_look_is_refused_for_a_policy_whose_training_light_reached_it(tmp_path):
+    workspace = Workspace.initialise(tmp_path / "ws", {"settings": {"target_count": 1}})
+    policy = tmp_path / "policy"
+    spec = PolicySpec(policy_type="act", preset="smoke", checkpoint="x", cameras=["head"], image_size=(48, 64),
+                      dataset_manifest_sha256="0" * 64, task="t", steps=1, fps=30, training_light_gains=(0.5, 1.5))
+    write_policy_spec(policy, spec)
+    with pytest.raises(Refused, match=r"ratio of 3.00.*randomization.light_gains"):
+        evaluate(workspace, str(policy), 2, appearance="unseen")
+    check_held_out((0.65, 1.35))  # a wide training light that still stops short of the unseen set's
+    assert UNSEEN_MIN_TINT_RATIO > 1.35 / 0.65
 
 
 def _chromaticity(frame: np.ndarray) -> np.ndarray:

@@ -181,6 +181,7 @@ def test_smoke_training_makes_a_policy_that_acts(farmed_workspace, tmp_path):
     assert set(spec.train_episode_seeds) <= set(seeds) and len(spec.train_episode_seeds) == 2
     assert spec.dataset_manifest_sha256 == manifest_sha256(workspace)
     assert (spec.image_sizes, spec.steps, spec.task) == (SMOKE_SIZES, 4, "apple_on_scale")
+    assert spec.training_light_gains == (0.8, 1.2)  # the workspace's render light reach, for the unseen check
     assert (folder / "loss_curve.png").stat().st_size > 0 and (folder / "preset.yaml").is_file()
     assert result.timing is not None and 0 < result.timing.loading_share < 1
     assert "frames from its frame store" in (folder / "train.log").read_text()
