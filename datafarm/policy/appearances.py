@@ -8,14 +8,14 @@ unseen: a fixed, documented held-out set that the training randomization never p
 paper's changed tablecloth and coloured light. Each entry pairs
 - a tablecloth of a pattern the training generator has no kind for (plaid, polka dots; training draws
   real table crops, noise, stripes and checks) in saturated colours (HSV saturation >= 0.85; training
-  cloths are at most 0.6), with
+  cloths are at most 0.6 by default), with
 - a strongly coloured light: linear RGB gains whose largest / smallest ratio is >= 2.2 (training gains
   are drawn per channel in the workspace's `randomization.light_gains`: by default [0.8, 1.2], a ratio of
   at most 1.5). An evaluation refuses the unseen look for a policy whose training light reached it
   (`check_held_out`).
 A trial's unseen appearance is the entry `seed % len(UNSEEN_SET)`; scale and rotation are fixed too.
-A workspace may widen its cloths' saturation and hues (`randomization.cloth_saturation`, `cloth_hue_spread`):
-the unseen set stays held out by its patterns and its light.
+A workspace may widen its cloths' saturation and hues (`randomization.cloth_saturation`, `cloth_hue_spread`);
+the unseen set then stays held out by its patterns and its light.
 """
 
 from __future__ import annotations

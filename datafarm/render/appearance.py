@@ -87,18 +87,14 @@ def sample_background(seed: int) -> Background:
 
 @dataclass(frozen=True)
 class AppearanceRange:
-    """How far an episode's tablecloth colours and light tint reach (the workspace's randomization settings
-    `cloth_saturation`, `cloth_hue_spread`, `light_gains`). The defaults are the farm's original range."""
+    """How far an episode's tablecloth and light tint reach (the workspace's randomization settings
+    `cloth_saturation`, `cloth_hue_spread`, `procedural_cloth_share`, `light_gains`). The defaults draw
+    what the farm always drew, so a workspace that sets none of them renders as before."""
 
     cloth_saturation: tuple[float, float] = CLOTH_SATURATION
     cloth_hue_spread: float = CLOTH_HUE_SPREAD
     procedural_share: float | None = None  # of the cloths drawn procedural; None: each pool entry alike
     light_gains: tuple[float, float] = LIGHT_GAIN_RANGE  # per channel, before normalising to mean 1
-
-    @property
-    def max_tint_ratio(self) -> float:
-        """The largest ratio of one light channel's gain to another's that the range can draw."""
-        return self.light_gains[1] / self.light_gains[0]
 
 
 @dataclass(frozen=True)
