@@ -101,7 +101,8 @@ def policy_name(policy: str, n_action_steps: int | None = None, temporal_ensembl
         return policy
     suffix = f"-replan{n_action_steps}" if n_action_steps else ""
     suffix += f"-ensemble{temporal_ensemble:g}" if temporal_ensemble is not None else ""
-    return Path(policy).resolve().name + suffix
+    # the name as given, not a link's target: a link to another workspace's act-cpu is not this one's act-cpu
+    return Path(os.path.abspath(policy)).name + suffix
 
 
 def training_seeds(workspace: Workspace, policy: str) -> set[int]:
@@ -143,7 +144,8 @@ def evaluate(workspace: Workspace, policy: str, episodes_count: int = 50, appear
         from datafarm.farm.prepare import settings_of
         from datafarm.policy.spec import load_policy_spec
 
-        check_held_out(load_policy_spec(policy).training_light_gains or settings_of(workspace).randomization.light_gains)
+        gains = load_policy_spec(policy).training_light_gains  # None: trained before it was recorded
+        check_held_out(gains or settings_of(workspace).randomization.light_gains)
     run = plan_run(workspace, policy, episodes_count, appearance, seed_start, videos, check_every_s, time_limit_s,
                    n_action_steps, temporal_ensemble)
     pending = run.pending()

@@ -15,7 +15,7 @@ from datafarm.cameras import CAMERAS
 from datafarm.errors import BadInput, Refused
 from datafarm.policy.appearances import (TRAINING_MAX_TINT_RATIO, UNSEEN_MIN_TINT_RATIO, UNSEEN_SET, check_held_out,
                                          tint_ratio, unseen_appearance)
-from datafarm.policy.evaluate import EVAL_SEED_START, evaluate, evaluation_seeds, plan_run, training_seeds
+from datafarm.policy.evaluate import EVAL_SEED_START, evaluate, evaluation_seeds, plan_run, policy_name, training_seeds
 from datafarm.policy.report import wilson_interval
 from datafarm.policy.spec import PolicySpec, write_policy_spec
 from datafarm.render.appearance import sample_appearance, sample_background
@@ -56,6 +56,15 @@ def test_evaluation_seeds_never_overlap_training_seeds(tmp_path):
         plan_run(workspace, "blind-replay", 3, "original", n_action_steps=10)
     with pytest.raises(BadInput, match="not to the control"):
         plan_run(workspace, "do-nothing", 3, "original", temporal_ensemble=0.01)
+
+
+def test_an_evaluation_is_named_after_the_policy_path_as_given(tmp_path, monkeypatch):
+    other = tmp_path / "other-ws" / "policies" / "act-cpu"
+    other.mkdir(parents=True)
+    (tmp_path / "act-cpu-wide").symlink_to(other)  # another workspace's policy linked in under its own name
+    assert policy_name(str(tmp_path / "act-cpu-wide"), temporal_ensemble=0.01) == "act-cpu-wide-ensemble0.01"
+    monkeypatch.chdir(other)
+    assert policy_name(".") == "act-cpu" and policy_name(str(other) + "/") == "act-cpu"
 
 
 def test_trials_of_an_earlier_checkpoint_are_set_aside_not_resumed(tmp_path):
