@@ -16,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from datafarm.cameras import CAMERAS
 from datafarm.geometry import look_at
+from datafarm.render.appearance import LIGHT_GAIN_RANGE
+from datafarm.render.textures import CLOTH_HUE_SPREAD, CLOTH_SATURATION
 from datafarm.scene.builder import Placement
 from datafarm.scene.spec import SceneSpec, footprint_radius
 from datafarm.sim.config import RigConfig
@@ -47,11 +49,11 @@ class RandomizationConfig(BaseModel):
     light_intensity: tuple[float, float] = (0.7, 1.3)
     color_jitter: float = 0.06
     # How far the render's tablecloth colours and light tint reach (datafarm.render.appearance.AppearanceRange).
-    cloth_saturation: tuple[float, float] = (0.05, 0.6)  # HSV saturation of a procedural cloth
-    cloth_hue_spread: float = Field(0.08, ge=0.0, le=0.5)  # a cloth's colours' hues differ by up to twice this
+    cloth_saturation: tuple[float, float] = CLOTH_SATURATION  # HSV saturation of a procedural cloth
+    cloth_hue_spread: float = Field(CLOTH_HUE_SPREAD, ge=0.0, le=0.5)  # a cloth's colours' hues differ by up to 2x
     # share of the cloths that are procedural rather than real table crops; None: every pool entry alike
     procedural_cloth_share: float | None = Field(None, ge=0.0, le=1.0)
-    light_gains: tuple[float, float] = (0.8, 1.2)  # per RGB channel of the render's light, before mean 1
+    light_gains: tuple[float, float] = LIGHT_GAIN_RANGE  # per RGB channel of the render's light, before mean 1
     camera_position_jitter: float = 0.01  # m
     camera_angle_jitter: float = 0.02  # rad
 
