@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from datafarm.sim.config import load_rig_config
+from datafarm.sim.config import RenderSettings, load_rig_config
 from datafarm.sim.recorder import EpisodeRecorder
 from datafarm.sim.rig import DualArmRig
 from datafarm.sim.show import scripted_actions
@@ -30,9 +30,8 @@ def physics_rate(seconds: float) -> float:
     return steps * rig.config.timing.substeps / (time.perf_counter() - start)
 
 
-def recording_rate(resolution: tuple[int, int], shadows: bool, frames: int) -> tuple[float, float]:
-    config = load_rig_config(resolution=resolution)
-    config = config.model_copy(update={"render": config.render.model_copy(update={"shadows": shadows})})
+def recording_rate(resolution: tuple[int, int], render: RenderSettings, frames: int) -> tuple[float, float]:
+    config = load_rig_config(resolution=resolution).model_copy(update={"render": render})
     rig = DualArmRig.create(config)
     rig.capture()  # compile shaders outside the timing
     actions = scripted_actions(rig)[:frames]
@@ -57,14 +56,15 @@ def main() -> None:
     cores = len(os.sched_getaffinity(0))
     print(f"rig speed on {cores} core(s), control 30 Hz, physics 300 Hz\n")
     print(f"physics: {physics_rate(args.seconds):,.0f} steps/s (two arms, PD drives, gravity compensation)\n")
-    print(f"{'cameras':<10}{'resolution':<12}{'shadows':<9}{'frames/s':>9}{'ms/frame':>10}{'real-time x':>13}")
-    # the capture is lavapipe rasterizing: its cost follows the pixel count (160x120 shows how much a
-    # smaller sim render would save)
+    print(f"{'cameras':<9}{'resolution':<12}{'shader':<9}{'shadows':<9}{'frames/s':>9}{'ms/frame':>10}{'real-time x':>13}")
+    # The capture is lavapipe rasterizing: its cost follows the pixel count and the work per pixel.
+    renders = [RenderSettings(shader="lean"), RenderSettings(shader="minimal"),
+               RenderSettings(shader="minimal", shadows=True)]
     for resolution in [(160, 120), (320, 240), (640, 480)]:
-        for shadows in (False, True):
-            fps, realtime = recording_rate(resolution, shadows, args.frames)
-            print(f"{'3':<10}{f'{resolution[0]}x{resolution[1]}':<12}{str(shadows):<9}{fps:>9.1f}"
-                  f"{1000 / fps:>10.1f}{realtime:>13.2f}")
+        for render in renders:
+            fps, realtime = recording_rate(resolution, render, args.frames)
+            print(f"{'3':<9}{f'{resolution[0]}x{resolution[1]}':<12}{render.shader:<9}{str(render.shadows):<9}"
+                  f"{fps:>9.1f}{1000 / fps:>10.1f}{realtime:>13.2f}")
 
 
 if __name__ == "__main__":

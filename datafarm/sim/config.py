@@ -96,10 +96,18 @@ class Lighting(_Strict):
 
 
 class RenderSettings(_Strict):
-    """SAPIEN camera shader: "minimal" (fast, position in mm) or "default" (nicer shading)."""
+    """Camera shader: "lean" (ours, datafarm/sim/shaders/lean: the fastest on a CPU, no shadows),
+    SAPIEN's "minimal" (the same picture to within a level, half the speed, shadows possible) or
+    SAPIEN's "default" (nicer shading, slowest)."""
 
-    shader: Literal["minimal", "default"] = "minimal"
-    shadows: bool = False  # shadow maps double the CPU render time with lavapipe
+    shader: Literal["lean", "minimal", "default"] = "lean"
+    shadows: bool = False  # shadow maps double the CPU render time with lavapipe; not with "lean"
+
+    @model_validator(mode="after")
+    def _shadows_need_a_shadowing_shader(self) -> RenderSettings:
+        if self.shadows and self.shader == "lean":
+            raise ValueError('render.shadows needs render.shader "minimal" or "default": "lean" draws no shadows')
+        return self
 
 
 class RigConfig(_Strict):

@@ -32,6 +32,12 @@ _FRICTION = 1.0
 _ARM_GROUP_BIT = {"left": 1 << 30, "right": 1 << 29}
 
 
+def _shader_dir(shader: str) -> str:
+    """A shader name -> what SAPIEN takes: our own shaders' folder, or the name of one of SAPIEN's."""
+    own = Path(__file__).with_name("shaders") / shader
+    return str(own) if own.is_dir() else shader
+
+
 def sapien_pose(matrix: np.ndarray) -> sapien.Pose:
     return sapien.Pose(matrix[:3, 3], matrix_to_quat_wxyz(matrix[:3, :3]))
 
@@ -130,7 +136,7 @@ class DualArmRig:
                                      solver_velocity_iterations=1)
         sapien.physx.set_shape_config(contact_offset=_CONTACT_OFFSET, rest_offset=0.0)
         sapien.physx.set_default_material(_FRICTION, _FRICTION, 0.0)
-        sapien.render.set_camera_shader_dir(config.render.shader)  # global: before any camera exists
+        sapien.render.set_camera_shader_dir(_shader_dir(config.render.shader))  # global: before any camera exists
         sapien.render.set_picture_format("Color", "r8g8b8a8unorm")  # uint8 from the renderer, no conversion
         try:
             scene = sapien.Scene()
@@ -230,7 +236,7 @@ class DualArmRig:
         return frames
 
     def _depth_and_segmentation(self, camera) -> tuple[np.ndarray, np.ndarray]:
-        if self.config.render.shader == "minimal":
+        if self.config.render.shader in ("lean", "minimal"):
             # One int32 image: camera-frame position in mm (xyz), then the entity id.
             packed = camera.get_picture("PositionSegmentation")
             return packed[..., 2].astype(np.float32) * np.float32(-0.001), packed[..., 3]
