@@ -1,12 +1,14 @@
 """Farm throughput, embedded Prefect, on this machine: apple_on_scale, N episodes (default 20).
 
-    python benchmarks/farm_throughput.py [--episodes 20] [--cores 1] [--rollout-workers 2] [--output out/bench-farm]
+    python benchmarks/farm_throughput.py [--episodes 20] [--cores 1] [--rollout-workers 2] [--runner dask]
+                                         [--output out/bench-farm]
 
 Prints admitted episodes per hour, wall time per accepted episode by phase (phases overlap: a rollout
 runs beside the render and review of the episode before it), accepted/attempted seeds, peak memory,
 Prefect's overhead as a share of wall time (wall time when no library call was running), harvest speed.
 `--cores N` pins the farm (and every process it starts) to N cores; `--rollout-workers N` simulates N seeds at
-once (the farm's `rollout_workers` setting).
+once (the farm's `rollout_workers` setting); `--runner dask` runs rollouts, renders and reviews in that many
+processes (the farm's `rollout_runner` setting; needs the `dask` extra).
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ def main() -> None:
     parser.add_argument("--output", type=Path, default=None, help="workspace folder (default: a temporary one)")
     parser.add_argument("--cores", type=int, default=None, help="pin the farm to this many cores")
     parser.add_argument("--rollout-workers", type=int, default=1, help="seeds simulated at once")
+    parser.add_argument("--runner", choices=["threads", "dask", "ray"], default="threads",
+                        help="where rollouts (and with dask or ray, renders and reviews) run")
     args = parser.parse_args()
     if args.cores:
         os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:args.cores])
@@ -45,7 +49,7 @@ def main() -> None:
     if base.exists() and args.output:
         shutil.rmtree(base)
     calibration = synth_calibration(base / "calibration", task="apple_on_scale", seconds=2.0)
-    settings = FarmSettings(target_count=args.episodes, rollout_workers=args.rollout_workers)
+    settings = FarmSettings(target_count=args.episodes, rollout_workers=args.rollout_workers, rollout_runner=args.runner)
     prepare(calibration, "Place the apple on the scale.", base / "ws", settings)
     started = time.perf_counter()
     report = farm_flow(str(base / "ws"))
@@ -62,7 +66,7 @@ def main() -> None:
 
     cores = len(os.sched_getaffinity(0))
     print(f"farm throughput: apple_on_scale, {args.episodes} episodes, embedded Prefect, {cores} cores, "
-          f"{args.rollout_workers} rollout workers\n")
+          f"{args.rollout_workers} rollout workers ({args.runner})\n")
     print(f"{'phase':<18}{'wall s':>10}{'s / accepted episode':>24}")
     for phase, seconds in by_phase.items():
         print(f"{phase:<18}{seconds:>10.1f}{seconds / max(1, accepted):>24.2f}")
