@@ -55,6 +55,9 @@ class VideoWriter:
             self._stream.width, self._stream.height = rgb.shape[1], rgb.shape[0]
             self._stream.pix_fmt = "yuv420p"
             self._stream.options = {"crf": str(self.crf), "preset": "veryfast"}
+            # one thread: the same bytes on any machine, and the caller's thread is charged for all of it
+            # (renders and reviews run beside each other, each on a core)
+            self._stream.thread_count = 1
         frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(rgb), format="rgb24")
         self._container.mux(self._stream.encode(frame))
         self.frames += 1
@@ -88,6 +91,7 @@ def iter_timed_frames(path: str | Path) -> Iterator[tuple[float | None, np.ndarr
     """(presentation time in seconds, (H, W, 3) uint8 RGB) for each frame, decoded one at a time."""
     try:
         with av.open(str(path)) as container:
+            container.streams.video[0].thread_count = 1  # in the caller's thread, as the writer
             for frame in container.decode(video=0):
                 yield frame.time, frame.to_ndarray(format="rgb24")
     except (av.error.FFmpegError, IndexError) as error:

@@ -84,7 +84,7 @@ def rollout_runner(settings: FarmSettings) -> TaskRunner:
 
 
 def _threads_runner(settings: FarmSettings) -> TaskRunner:
-    return ThreadPoolTaskRunner(max_workers=settings.rollout_workers)
+    return ThreadPoolTaskRunner(max_workers=settings.rollout_workers + 1)  # + 1: the review beside the render
 
 
 def _dask_runner(settings: FarmSettings) -> TaskRunner:
@@ -129,8 +129,9 @@ def episodes_flow(workspace_path: str, phases: list[str] | None = None) -> dict:
     workspace = Workspace.open(workspace_path)
     phases = phases or list(phases_of_flow("episodes"))
     # Threads: rollouts wait on sandboxed simulations in the runner's threads while this thread renders and
-    # reviews, so every core works. A Dask or Ray cluster: rollouts, renders and reviews all run in its
-    # processes (each with sandboxes of its own), as many at once as it has workers.
+    # one more reviews the episode rendered before, so every core works. A Dask or Ray cluster: rollouts,
+    # renders and reviews all run in its processes (each with sandboxes of its own), as many at once as it
+    # has workers.
     settings = settings_of(workspace)
     threads = settings.rollout_runner == "threads"
     with locked(workspace_path), rollout_runner(settings) as runner:
@@ -143,7 +144,7 @@ def episodes_flow(workspace_path: str, phases: list[str] | None = None) -> dict:
             rollout=lambda seed, slot: runner.submit(
                 rollout_seed_task, {"workspace_path": workspace_path, "seed": seed, "slot": slot if threads else None}),
             render=lambda index: run(render_episode_task, index=index),
-            review=lambda index: run(review_episode_task, index=index),
+            review=lambda index: runner.submit(review_episode_task, {"workspace_path": workspace_path, "index": index}),
             at_once=1 if threads else settings.rollout_workers)
         report = collect_episodes(workspace, steps, phases)
     for phase in phases:

@@ -7,10 +7,11 @@ rollout/attempts.jsonl), so a killed run resumes where it stopped and nothing el
 
 A round of all three phases is pipelined: while seeds are simulated (each in its own sandboxed worker
 process, up to the `rollout_workers` setting at once, started through `EpisodeSteps.rollout`: Prefect
-tasks submitted to the flow's task runner), this thread renders and reviews the episodes already kept, so
-every core works (on a Dask or Ray cluster, it submits those to the cluster's processes too, `at_once` at a
-time, and waits for them). A seed simulates into its own staging folder; this thread alone commits them, in seed
-order, as the next episode indices: the episodes (and the ledger) are those one worker would make.
+tasks submitted to the flow's task runner), this thread renders the episodes already kept and starts
+each one's review in a thread of that runner, where it runs beside the next render, so every core works (on
+a Dask or Ray cluster, renders and reviews go to the cluster's processes too, `at_once` at a time). A seed
+simulates into its own staging folder; this thread alone commits them, in seed order, as the next episode
+indices: the episodes (and the ledger) are those one worker would make.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Protocol
 
@@ -69,14 +69,15 @@ def render_one(workspace: Workspace, index: int) -> dict[str, Path]:
     settings = settings_of(workspace)
     renderer = get_renderer(settings.renderer, **settings.renderer_options())
     references = episodes.calibration_references(workspace)
-    with accounted(workspace, "render", index):
+    # this thread's CPU alone: the review of the episode before may run beside it, in another thread
+    with accounted(workspace, "render", index, thread_only=True):
         videos = episodes.render_episode(workspace, index, renderer, references, episodes.texture_pool())
     log.info("episode %d rendered: %s", index, workspace.path(episodes.episode_dir(index), "render"))
     return videos
 
 
 def review_one(workspace: Workspace, index: int) -> dict:
-    with accounted(workspace, "review", index):
+    with accounted(workspace, "review", index, thread_only=True):  # beside the next render
         review = episodes.review_episode(workspace, index)
     verdict = "admitted" if review["admitted"] else f"rejected ({'; '.join(review.get('reasons', []))})"
     log.info("episode %d %s: %s", index, verdict, workspace.path(episodes.episode_dir(index), "review.json"),
@@ -105,8 +106,8 @@ class EpisodeSteps:
     rollout: Callable[[int, int], Started]  # (seed, sandbox slot)
     render: Callable[[int], Started]  # episode index
     review: Callable[[int], Started]  # episode index
-    # renders (or reviews) under way at once: 1 where they run in this thread beside the rollouts, a
-    # cluster's worker count where they are submitted to its processes
+    # renders (or reviews) under way at once: 1 where renders run in this thread and reviews in one thread
+    # beside it, a cluster's worker count where they are submitted to its processes
     at_once: int = 1
 
 
@@ -238,9 +239,41 @@ def _review_waiting(workspace: Workspace, steps: EpisodeSteps, report: dict) -> 
     return _run_waiting(workspace, to_review(workspace), steps.review, steps.at_once, report, "reviewed")
 
 
-def _render_and_review_ready(workspace: Workspace, steps: EpisodeSteps, report: dict) -> bool:
-    rendered = _render_waiting(workspace, steps, report)
-    return _review_waiting(workspace, steps, report) or rendered
+class _RenderThenReview:
+    """`between()` of a pipelined round: render each kept episode (waiting for it), then start its review
+    and leave it running, so an episode's review runs while the next one renders and the rollouts simulate.
+    Up to `steps.at_once` reviews are under way; with nothing else to do, it waits for the oldest."""
+
+    def __init__(self, workspace: Workspace, steps: EpisodeSteps, report: dict):
+        self.workspace, self.steps, self.report = workspace, steps, report
+        self.reviews: deque[tuple[int, Started]] = deque()  # (episode index, its review), the oldest first
+
+    def __call__(self) -> bool:
+        """Whether there was any work: a render, a review started, or one waited for."""
+        rendered = _render_waiting(self.workspace, self.steps, self.report)
+        under_way = {index for index, _ in self.reviews}
+        waiting = [index for index in to_review(self.workspace) if index not in under_way]
+        for index in waiting:
+            while len(self.reviews) >= self.steps.at_once:
+                self._finish_oldest()
+            check_budget(self.workspace)
+            self.reviews.append((index, self.steps.review(index)))
+        if rendered or waiting:
+            return True
+        if self.reviews:
+            self._finish_oldest()
+            return True
+        return False
+
+    def _finish_oldest(self) -> None:
+        self.reviews[0][1].result()
+        self.reviews.popleft()
+        self.report["reviewed"] += 1
+
+    def wait_quietly(self) -> None:
+        """After a failure: let the reviews under way finish, so none is left half-written."""
+        for _, started in self.reviews:
+            _finish_quietly(started)
 
 
 def _finish_quietly(started: Started) -> None:
@@ -262,8 +295,12 @@ def collect_episodes(workspace: Workspace, steps: EpisodeSteps, phases: Iterable
     for _ in range(max_rounds if phases else 0):
         report["rounds"] += 1
         if phases == list(EPISODE_PHASES):
-            render_and_review = partial(_render_and_review_ready, workspace, steps, report)
-            report["rollout"] = simulate_seeds(workspace, steps, between=render_and_review)
+            render_then_review = _RenderThenReview(workspace, steps, report)
+            try:
+                report["rollout"] = simulate_seeds(workspace, steps, between=render_then_review)
+            except BaseException:
+                render_then_review.wait_quietly()
+                raise
             if wanted(workspace) <= 0:
                 return report
             continue
