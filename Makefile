@@ -6,7 +6,7 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 # Test processes (pytest-xdist; 0 runs in this process). Most tests wait on a simulation, a server or a
-# subprocess as much as they compute, so two processes use two cores: 46 min -> 34 min here.
+# subprocess as much as they compute, so two processes use two cores: about 23 min here (one: 40+).
 TEST_WORKERS ?= 2
 PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
